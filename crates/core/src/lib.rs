@@ -1,0 +1,81 @@
+//! The metering engine of lockmeter.
+//!
+//! Everything a collector needs to meter locks without disturbing them:
+//!
+//! - [`clock`]: a TSC clock calibrated to nanoseconds (falls back to `CLOCK_MONOTONIC` where the
+//!   TSC is not invariant), converted to ns with one multiply and one shift.
+//! - [`hist`]: log2 histograms, bucket = most significant bit of the value (seed 000).
+//! - [`stats`]: the per-record statistics ([`Stats`], plain and mergeable) and their single-writer
+//!   live form ([`LiveStats`]), updated with plain relaxed loads and stores, never an RMW.
+//! - [`table`]: a fixed-capacity, open-addressed, single-writer table over caller-provided memory
+//!   (one per thread: the shard). What does not fit is counted, never corrupting what does.
+//! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
+//!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
+//!
+//! Nothing here allocates, locks, or makes a syscall on the hot path: memory is handed in by the
+//! collector (the preload maps it with `mmap`), and every update is a relaxed atomic access.
+//!
+//! ```
+//! use lockmeter_core::hist::Log2Hist;
+//! let h = Log2Hist::new();
+//! h.record(1000); // 1000 ns falls in bucket 10: [512, 1024)
+//! assert_eq!(h.snapshot()[10], 1);
+//! ```
+
+pub mod clock;
+pub mod hist;
+pub mod registry;
+pub mod stats;
+pub mod table;
+
+pub use stats::{LiveStats, LockKind, Mode, Stats};
+
+/// A single-writer counter: only one thread ever writes it, any thread may read it.
+///
+/// `add` is a relaxed load and store, not a locked read-modify-write: on x86_64 it compiles to a
+/// plain `add` to memory, and readers on other threads never see a torn value.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub struct Counter(core::sync::atomic::AtomicU64);
+
+impl Counter {
+    /// A zero counter.
+    pub const fn new() -> Self {
+        Counter(core::sync::atomic::AtomicU64::new(0))
+    }
+    /// Adds `v`. Must only be called by the counter's single writer.
+    #[inline(always)]
+    pub fn add(&self, v: u64) {
+        use core::sync::atomic::Ordering::Relaxed;
+        self.0.store(self.0.load(Relaxed).wrapping_add(v), Relaxed);
+    }
+    /// Raises the counter to `v` if `v` is larger. Single writer only.
+    #[inline(always)]
+    pub fn max(&self, v: u64) {
+        use core::sync::atomic::Ordering::Relaxed;
+        if v > self.0.load(Relaxed) {
+            self.0.store(v, Relaxed);
+        }
+    }
+    /// Sets the counter. Single writer only.
+    #[inline(always)]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, core::sync::atomic::Ordering::Relaxed);
+    }
+    /// Reads the counter (from any thread).
+    #[inline(always)]
+    pub fn get(&self) -> u64 {
+        self.0.load(core::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A fast, well-mixing 64-bit hash (the `fmix64` finalizer of MurmurHash3).
+#[inline(always)]
+pub const fn mix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}

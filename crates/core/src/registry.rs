@@ -1,0 +1,237 @@
+//! The process-wide lock registry.
+//!
+//! Maps a lock's address to its identity and to the small shared state that needs more than one
+//! thread's view: the previous owner (for owner changes), the site that holds the lock now (for
+//! holder attribution), and whether another thread wanted the lock during the current hold
+//! (FreeBSD's `cnt_hold`).
+//!
+//! Identity is `(slot, generation)`: `*_init` and `*_destroy` bump the generation, so an address
+//! reused for a new lock starts a new identity and the old statistics are never mixed in.
+//!
+//! The table is open-addressed over caller-provided zeroed memory, insert-only, lock-free (one CAS
+//! per new address). Each slot is a cache line of its own. When it is full, new addresses are
+//! refused; their number is estimated by linear counting over a 4096-bit bitmap, so the report can
+//! say how many locks went unrecorded.
+
+use crate::mix64;
+use crate::stats::LockKind;
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+
+const MAX_PROBE: usize = 128;
+const OVERFLOW_BITS: usize = 4096;
+
+/// One lock's shared state.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub struct Slot {
+    addr: AtomicU64,
+    gen_: AtomicU32,
+    kind: AtomicU8,
+    /// Thread index (1-based) of the last exclusive owner; 0 if none yet.
+    pub last_owner: AtomicU32,
+    /// Set by a thread that found the lock held; cleared by the next acquirer.
+    pub wanted: AtomicU32,
+    /// Call site (return address) of the current exclusive holder.
+    pub holder_site: AtomicU64,
+    /// Thread index of the current exclusive holder, 0 when free.
+    pub holder_thread: AtomicU32,
+}
+
+impl Slot {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        Slot {
+            addr: AtomicU64::new(0),
+            gen_: AtomicU32::new(0),
+            kind: AtomicU8::new(0),
+            last_owner: AtomicU32::new(0),
+            wanted: AtomicU32::new(0),
+            holder_site: AtomicU64::new(0),
+            holder_thread: AtomicU32::new(0),
+        }
+    }
+    /// The lock's address (0 for an empty slot).
+    pub fn addr(&self) -> u64 {
+        self.addr.load(Acquire)
+    }
+    /// The current generation.
+    pub fn generation(&self) -> u32 {
+        self.gen_.load(Relaxed)
+    }
+    /// The kind last seen for this address.
+    pub fn kind(&self) -> Option<LockKind> {
+        LockKind::from_u8(self.kind.load(Relaxed))
+    }
+}
+
+/// The registry (see the module docs).
+#[derive(Debug)]
+pub struct Registry<'a> {
+    slots: &'a [Slot],
+    mask: usize,
+    used: AtomicU64,
+    overflow: [AtomicU64; OVERFLOW_BITS / 64],
+    refused: AtomicU64,
+}
+
+impl<'a> Registry<'a> {
+    /// A registry over `slots` (zeroed); capacity is the largest power of two not above the length.
+    pub fn new(slots: &'a [Slot]) -> Self {
+        let cap = if slots.is_empty() { 0 } else { 1usize << (usize::BITS - 1 - slots.len().leading_zeros()) };
+        Registry {
+            slots: &slots[..cap],
+            mask: cap.wrapping_sub(1),
+            used: AtomicU64::new(0),
+            overflow: [const { AtomicU64::new(0) }; OVERFLOW_BITS / 64],
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Capacity in locks.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Number of distinct addresses registered.
+    pub fn len(&self) -> usize {
+        self.used.load(Relaxed) as usize
+    }
+
+    /// Whether no lock was registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The slot (and its index) for `addr`, registering it as `kind` if absent. `None` when the
+    /// registry is full; the refusal is counted.
+    #[inline]
+    pub fn lookup(&self, addr: u64, kind: LockKind) -> Option<(u32, &'a Slot)> {
+        if addr == 0 || self.slots.is_empty() {
+            return None;
+        }
+        let mut i = mix64(addr) as usize;
+        for _ in 0..MAX_PROBE.min(self.slots.len()) {
+            let idx = i & self.mask;
+            let s = self.slots.get(idx)?;
+            let a = s.addr.load(Acquire);
+            if a == addr {
+                return Some((idx as u32, s));
+            }
+            if a == 0 {
+                // Keep a little headroom so probe sequences stay short.
+                if self.used.load(Relaxed) >= (self.slots.len() as u64 * 15) / 16 {
+                    break;
+                }
+                match s.addr.compare_exchange(0, addr, AcqRel, Acquire) {
+                    Ok(_) => {
+                        s.kind.store(kind as u8, Relaxed);
+                        self.used.fetch_add(1, Relaxed);
+                        return Some((idx as u32, s));
+                    }
+                    Err(cur) if cur == addr => return Some((idx as u32, s)),
+                    Err(_) => {}
+                }
+            }
+            i = i.wrapping_add(1);
+        }
+        self.refuse(addr);
+        None
+    }
+
+    /// A new lock is initialized, or an old one destroyed, at `addr`: starts a new identity.
+    /// Returns the new generation (or `None` when the registry is full).
+    pub fn renew(&self, addr: u64, kind: LockKind) -> Option<u32> {
+        let (_, s) = self.lookup(addr, kind)?;
+        s.kind.store(kind as u8, Relaxed);
+        s.last_owner.store(0, Relaxed);
+        s.wanted.store(0, Relaxed);
+        s.holder_thread.store(0, Relaxed);
+        s.holder_site.store(0, Relaxed);
+        Some(s.gen_.fetch_add(1, Relaxed).wrapping_add(1))
+    }
+
+    fn refuse(&self, addr: u64) {
+        self.refused.fetch_add(1, Relaxed);
+        let bit = (mix64(addr ^ 0x9e37_79b9_7f4a_7c15) as usize) % OVERFLOW_BITS;
+        if let Some(w) = self.overflow.get(bit / 64) {
+            w.fetch_or(1 << (bit % 64), Relaxed);
+        }
+    }
+
+    /// Lookups refused because the registry was full.
+    pub fn refused_lookups(&self) -> u64 {
+        self.refused.load(Relaxed)
+    }
+
+    /// Estimated number of distinct lock addresses refused (linear counting).
+    pub fn refused_locks_estimate(&self) -> u64 {
+        let set: u32 = self.overflow.iter().map(|w| w.load(Relaxed).count_ones()).sum();
+        if set == 0 {
+            return 0;
+        }
+        let m = OVERFLOW_BITS as f64;
+        let zero = (OVERFLOW_BITS as u32 - set).max(1) as f64;
+        (m * (m / zero).ln()).round().max(1.0) as u64
+    }
+
+    /// Slot `idx`.
+    pub fn slot(&self, idx: u32) -> Option<&'a Slot> {
+        self.slots.get(idx as usize)
+    }
+
+    /// Every registered slot with its index.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &'a Slot)> + 'a {
+        self.slots.iter().enumerate().filter(|(_, s)| s.addr() != 0).map(|(i, s)| (i as u32, s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem(n: usize) -> Vec<Slot> {
+        (0..n).map(|_| Slot::new()).collect()
+    }
+
+    #[test]
+    fn lookup_is_stable_and_renew_bumps_generation() {
+        let m = mem(64);
+        let r = Registry::new(&m);
+        let (i, s) = r.lookup(0x1000, LockKind::Mutex).unwrap();
+        assert_eq!(s.generation(), 0);
+        assert_eq!(r.lookup(0x1000, LockKind::Mutex).unwrap().0, i);
+        assert_eq!(r.renew(0x1000, LockKind::RwLock), Some(1));
+        assert_eq!(s.kind(), Some(LockKind::RwLock));
+        assert_eq!(r.len(), 1);
+        assert!(r.lookup(0, LockKind::Mutex).is_none());
+    }
+
+    #[test]
+    fn full_registry_refuses_and_estimates() {
+        let m = mem(64); // 60 usable
+        let r = Registry::new(&m);
+        let ok = (1..=1000u64).filter(|a| r.lookup(a * 64, LockKind::Mutex).is_some()).count();
+        assert_eq!(ok, 60);
+        assert_eq!(r.iter().count(), 60);
+        let est = r.refused_locks_estimate();
+        assert!((800..=1100).contains(&est), "estimate {est} for 940 refused locks");
+        assert_eq!(r.refused_lookups(), 940);
+    }
+
+    #[test]
+    fn concurrent_inserts_agree() {
+        let m = mem(4096);
+        let r = Registry::new(&m);
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                sc.spawn(|| {
+                    for a in 1..=1000u64 {
+                        r.lookup(a * 8, LockKind::Mutex).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(r.len(), 1000);
+        assert_eq!(r.iter().count(), 1000);
+    }
+}

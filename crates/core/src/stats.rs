@@ -1,0 +1,301 @@
+//! Per-record lock statistics.
+//!
+//! A record is one (thread, lock, call site, mode): the finest grain a collector keeps. Every
+//! coarser view (per lock, per site, per thread, the totals) is a sum of records, so the report
+//! derives them all from one table and they always agree.
+
+use crate::Counter;
+use crate::hist::{BUCKETS, Log2Hist};
+
+/// What kind of lock a record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LockKind {
+    /// `pthread_mutex_t` (any type: normal, recursive, error-checking, robust, PI).
+    Mutex = 1,
+    /// `pthread_rwlock_t`.
+    RwLock = 2,
+    /// `pthread_spinlock_t`.
+    SpinLock = 3,
+    /// A lock of the lockmeter lock library, metered by `Metered<L>`.
+    Library = 4,
+}
+
+impl LockKind {
+    /// The kind from its numeric code.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => LockKind::Mutex,
+            2 => LockKind::RwLock,
+            3 => LockKind::SpinLock,
+            4 => LockKind::Library,
+            _ => return None,
+        })
+    }
+    /// The name used in reports and JSON: `mutex`, `rwlock`, `spinlock`, `library`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::RwLock => "rwlock",
+            LockKind::SpinLock => "spinlock",
+            LockKind::Library => "library",
+        }
+    }
+}
+
+/// How a lock was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Mode {
+    /// Exclusive acquisition of a mutex or spinlock.
+    Exclusive = 0,
+    /// Shared (read) acquisition of a rwlock.
+    Read = 1,
+    /// Exclusive (write) acquisition of a rwlock.
+    Write = 2,
+}
+
+impl Mode {
+    /// The mode from its numeric code.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Mode::Exclusive,
+            1 => Mode::Read,
+            2 => Mode::Write,
+            _ => return None,
+        })
+    }
+    /// `exclusive`, `read` or `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Read => "read",
+            Mode::Write => "write",
+        }
+    }
+}
+
+/// Statistics of one record, plain and mergeable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Successful acquisitions (blocking, timed and successful trylocks; condvar re-acquisitions).
+    pub acquisitions: u64,
+    /// Acquisitions whose first attempt found the lock held.
+    pub contended: u64,
+    /// Trylocks that failed (EBUSY), and timed locks that timed out.
+    pub trylock_failures: u64,
+    /// Total time from first attempt to acquisition, over contended acquisitions (ns).
+    pub wait_ns_total: u64,
+    /// Longest such wait (ns).
+    pub wait_ns_max: u64,
+    /// Total hold time over timed holds (ns).
+    pub hold_ns_total: u64,
+    /// Longest hold (ns).
+    pub hold_ns_max: u64,
+    /// Holds that were timed (all of them with full timing, a sample when sampled, none when off).
+    pub holds_timed: u64,
+    /// Acquisitions by a thread other than the previous owner (exclusive and write modes).
+    pub owner_changes: u64,
+    /// FreeBSD `cnt_hold`: times the lock was held from here while another thread wanted it.
+    pub cnt_hold: u64,
+    /// FreeBSD `cnt_lock`: times an attempt from here found the lock held.
+    pub cnt_lock: u64,
+    /// `pthread_cond_*wait` calls that released and re-acquired the lock here.
+    pub cond_waits: u64,
+    /// Time asleep in those calls (ns): condvar wait, kept apart from lock wait.
+    pub cond_wait_ns: u64,
+    /// Log2 histogram of wait time (ns), contended acquisitions only.
+    pub wait_hist: [u64; BUCKETS],
+    /// Log2 histogram of hold time (ns), timed holds only.
+    pub hold_hist: [u64; BUCKETS],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            acquisitions: 0,
+            contended: 0,
+            trylock_failures: 0,
+            wait_ns_total: 0,
+            wait_ns_max: 0,
+            hold_ns_total: 0,
+            hold_ns_max: 0,
+            holds_timed: 0,
+            owner_changes: 0,
+            cnt_hold: 0,
+            cnt_lock: 0,
+            cond_waits: 0,
+            cond_wait_ns: 0,
+            wait_hist: [0; BUCKETS],
+            hold_hist: [0; BUCKETS],
+        }
+    }
+}
+
+impl Stats {
+    /// Adds `o` into `self`: sums, maxima and histograms.
+    pub fn merge(&mut self, o: &Stats) {
+        self.acquisitions += o.acquisitions;
+        self.contended += o.contended;
+        self.trylock_failures += o.trylock_failures;
+        self.wait_ns_total += o.wait_ns_total;
+        self.wait_ns_max = self.wait_ns_max.max(o.wait_ns_max);
+        self.hold_ns_total += o.hold_ns_total;
+        self.hold_ns_max = self.hold_ns_max.max(o.hold_ns_max);
+        self.holds_timed += o.holds_timed;
+        self.owner_changes += o.owner_changes;
+        self.cnt_hold += o.cnt_hold;
+        self.cnt_lock += o.cnt_lock;
+        self.cond_waits += o.cond_waits;
+        self.cond_wait_ns += o.cond_wait_ns;
+        for (a, b) in self.wait_hist.iter_mut().zip(o.wait_hist.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.hold_hist.iter_mut().zip(o.hold_hist.iter()) {
+            *a += b;
+        }
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.acquisitions == 0 && self.trylock_failures == 0 && self.cond_waits == 0
+    }
+}
+
+/// The live, single-writer form of [`Stats`], updated on the hot path.
+///
+/// Only the owning thread writes; any thread may [`snapshot`](LiveStats::snapshot) it.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct LiveStats {
+    /// See [`Stats::acquisitions`].
+    pub acquisitions: Counter,
+    /// See [`Stats::contended`].
+    pub contended: Counter,
+    /// See [`Stats::trylock_failures`].
+    pub trylock_failures: Counter,
+    /// See [`Stats::wait_ns_total`].
+    pub wait_ns_total: Counter,
+    /// See [`Stats::wait_ns_max`].
+    pub wait_ns_max: Counter,
+    /// See [`Stats::hold_ns_total`].
+    pub hold_ns_total: Counter,
+    /// See [`Stats::hold_ns_max`].
+    pub hold_ns_max: Counter,
+    /// See [`Stats::holds_timed`].
+    pub holds_timed: Counter,
+    /// See [`Stats::owner_changes`].
+    pub owner_changes: Counter,
+    /// See [`Stats::cnt_hold`].
+    pub cnt_hold: Counter,
+    /// See [`Stats::cnt_lock`].
+    pub cnt_lock: Counter,
+    /// See [`Stats::cond_waits`].
+    pub cond_waits: Counter,
+    /// See [`Stats::cond_wait_ns`].
+    pub cond_wait_ns: Counter,
+    /// See [`Stats::wait_hist`].
+    pub wait_hist: Log2Hist,
+    /// See [`Stats::hold_hist`].
+    pub hold_hist: Log2Hist,
+}
+
+impl LiveStats {
+    /// Empty statistics.
+    pub const fn new() -> Self {
+        LiveStats {
+            acquisitions: Counter::new(),
+            contended: Counter::new(),
+            trylock_failures: Counter::new(),
+            wait_ns_total: Counter::new(),
+            wait_ns_max: Counter::new(),
+            hold_ns_total: Counter::new(),
+            hold_ns_max: Counter::new(),
+            holds_timed: Counter::new(),
+            owner_changes: Counter::new(),
+            cnt_hold: Counter::new(),
+            cnt_lock: Counter::new(),
+            cond_waits: Counter::new(),
+            cond_wait_ns: Counter::new(),
+            wait_hist: Log2Hist::new(),
+            hold_hist: Log2Hist::new(),
+        }
+    }
+
+    /// Records a contended wait of `ns`.
+    #[inline(always)]
+    pub fn record_wait(&self, ns: u64) {
+        self.contended.add(1);
+        self.cnt_lock.add(1);
+        self.wait_ns_total.add(ns);
+        self.wait_ns_max.max(ns);
+        self.wait_hist.record(ns);
+    }
+
+    /// Records a timed hold of `ns`.
+    #[inline(always)]
+    pub fn record_hold(&self, ns: u64) {
+        self.holds_timed.add(1);
+        self.hold_ns_total.add(ns);
+        self.hold_ns_max.max(ns);
+        self.hold_hist.record(ns);
+    }
+
+    /// A plain copy.
+    pub fn snapshot(&self) -> Stats {
+        Stats {
+            acquisitions: self.acquisitions.get(),
+            contended: self.contended.get(),
+            trylock_failures: self.trylock_failures.get(),
+            wait_ns_total: self.wait_ns_total.get(),
+            wait_ns_max: self.wait_ns_max.get(),
+            hold_ns_total: self.hold_ns_total.get(),
+            hold_ns_max: self.hold_ns_max.get(),
+            holds_timed: self.holds_timed.get(),
+            owner_changes: self.owner_changes.get(),
+            cnt_hold: self.cnt_hold.get(),
+            cnt_lock: self.cnt_lock.get(),
+            cond_waits: self.cond_waits.get(),
+            cond_wait_ns: self.cond_wait_ns.get(),
+            wait_hist: self.wait_hist.snapshot(),
+            hold_hist: self.hold_hist.snapshot(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_snapshot_and_merge() {
+        let l = LiveStats::new();
+        l.acquisitions.add(3);
+        l.record_wait(100);
+        l.record_wait(300);
+        l.record_hold(50);
+        let s = l.snapshot();
+        assert_eq!(s.acquisitions, 3);
+        assert_eq!(s.contended, 2);
+        assert_eq!(s.wait_ns_total, 400);
+        assert_eq!(s.wait_ns_max, 300);
+        assert_eq!(s.hold_ns_max, 50);
+        let mut m = s.clone();
+        m.merge(&s);
+        assert_eq!(m.acquisitions, 6);
+        assert_eq!(m.wait_ns_max, 300);
+        assert_eq!(m.wait_hist.iter().sum::<u64>(), 4);
+        assert!(Stats::default().is_empty());
+    }
+
+    #[test]
+    fn codes_round_trip() {
+        for k in [LockKind::Mutex, LockKind::RwLock, LockKind::SpinLock, LockKind::Library] {
+            assert_eq!(LockKind::from_u8(k as u8), Some(k));
+        }
+        for m in [Mode::Exclusive, Mode::Read, Mode::Write] {
+            assert_eq!(Mode::from_u8(m as u8), Some(m));
+        }
+        assert_eq!(LockKind::from_u8(0), None);
+    }
+}
