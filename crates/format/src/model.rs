@@ -1,0 +1,193 @@
+//! The profile model: what every collector produces and every report reads.
+//!
+//! A profile is one process image (one pid between exec calls). Its finest grain is the
+//! [`Record`]: one (thread, lock, call site, mode) with its [`Stats`]. Per-lock, per-site,
+//! per-thread and total views are sums of records.
+
+pub use lockmeter_core::{LockKind, Mode, Stats};
+
+/// A whole profile.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Profile {
+    /// Who, what and when.
+    pub header: Header,
+    /// The process's memory map at the end of the run, for symbolization.
+    pub maps: Vec<MapEntry>,
+    /// Threads that took at least one lock.
+    pub threads: Vec<ThreadInfo>,
+    /// Lock identities (address + generation).
+    pub locks: Vec<LockInfo>,
+    /// The statistics, one per (thread, lock, site, mode).
+    pub records: Vec<Record>,
+    /// Per-CPU totals (Lockmeter's per-CPU view).
+    pub cpus: Vec<CpuStats>,
+    /// What did not fit in the fixed-size tables.
+    pub dropped: Dropped,
+    /// The profiler's own cost.
+    pub overhead: Overhead,
+}
+
+/// How the collector timed holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HoldTiming {
+    /// Every hold timed (two clock reads per acquisition).
+    #[default]
+    On,
+    /// No hold timed; wait timed only after a failed first attempt.
+    Off,
+    /// One hold in N timed.
+    Sampled(u32),
+}
+
+/// Why the profile was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EndReason {
+    /// `exit` or return from `main`.
+    #[default]
+    Exit,
+    /// `_exit` / `_Exit`.
+    UnderscoreExit,
+    /// Killed by this signal (SIGTERM, SIGINT, ...).
+    Signal(i32),
+    /// The image was replaced by `exec*`.
+    Exec,
+    /// Written on request while the program ran.
+    Snapshot,
+}
+
+/// Clock calibration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClockInfo {
+    /// 1 = TSC, 2 = CLOCK_MONOTONIC (see `lockmeter_core::clock::Source`).
+    pub source: u8,
+    /// Ticks per second used for conversion during the run.
+    pub hz: u64,
+    /// Ticks per second re-measured over the whole run (0 if the run was too short).
+    pub hz_run: u64,
+}
+
+/// Profile header.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Header {
+    /// Which collector wrote it: `preload`, `kernel`, `library`.
+    pub collector: String,
+    /// Version of lockmeter that wrote it.
+    pub lockmeter_version: String,
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Number of this image within the pid (0, then +1 after each exec).
+    pub image_seq: u32,
+    /// Command line.
+    pub cmdline: Vec<String>,
+    /// Path of the executable.
+    pub exe: String,
+    /// Wall-clock start and end, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// See `start_unix_ns`.
+    pub end_unix_ns: u64,
+    /// Duration of metering (monotonic), ns.
+    pub duration_ns: u64,
+    /// Clock calibration.
+    pub clock: ClockInfo,
+    /// Online CPUs.
+    pub cpu_count: u32,
+    /// Hold timing mode.
+    pub hold_timing: HoldTiming,
+    /// Why the profile was written.
+    pub end_reason: EndReason,
+}
+
+/// One line of `/proc/PID/maps`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MapEntry {
+    /// Start address.
+    pub start: u64,
+    /// End address (exclusive).
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Permissions, e.g. `r-xp`.
+    pub perms: String,
+    /// Path, or `[heap]`, `[stack]`, ..., empty for anonymous memory.
+    pub path: String,
+}
+
+/// A thread that took locks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ThreadInfo {
+    /// The index records use (1-based, in order of first lock).
+    pub index: u32,
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Thread name (`comm`), possibly empty.
+    pub name: String,
+}
+
+/// One lock identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    /// The id records use.
+    pub id: u32,
+    /// Address of the lock object.
+    pub address: u64,
+    /// Generation: bumped by each `*_init` / `*_destroy` at this address.
+    pub generation: u32,
+    /// Kind of lock.
+    pub kind: LockKind,
+    /// A name given by the collector or the program, if any.
+    pub name: Option<String>,
+}
+
+/// Statistics of one (thread, lock, site, mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// `ThreadInfo::index`.
+    pub thread: u32,
+    /// `LockInfo::id`.
+    pub lock: u32,
+    /// Call site: the return address of the lock call (0 when unknown).
+    pub site: u64,
+    /// How the lock was taken.
+    pub mode: Mode,
+    /// The numbers.
+    pub stats: Stats,
+}
+
+/// Per-CPU totals.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuStats {
+    /// CPU number.
+    pub cpu: u32,
+    /// Acquisitions made on this CPU.
+    pub acquisitions: u64,
+    /// Contended acquisitions made on this CPU.
+    pub contended: u64,
+    /// Wait time of acquisitions that completed on this CPU (ns).
+    pub wait_ns: u64,
+}
+
+/// What did not fit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Dropped {
+    /// Acquisitions not recorded (per-thread table full, registry full, or thread pool exhausted).
+    pub acquisitions: u64,
+    /// Estimated distinct locks whose acquisitions were not recorded.
+    pub locks: u64,
+    /// Threads that got no shard (thread pool exhausted).
+    pub threads: u64,
+    /// Holds not timed because the per-thread stack of held locks was full.
+    pub holds: u64,
+}
+
+/// The profiler's own cost.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Overhead {
+    /// Measured cost the hooks add to one lock+unlock pair, in ns (calibrated at the end).
+    pub ns_per_pair: u64,
+    /// `ns_per_pair` x acquisitions: estimated time the program spent in the profiler.
+    pub estimated_total_ns: u64,
+    /// Memory the collector mapped, in bytes.
+    pub memory_bytes: u64,
+}
