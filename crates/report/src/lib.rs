@@ -1,1 +1,72 @@
-//! (being written)
+//! Reading a lockmeter profile: aggregation, symbolization and every output format.
+//!
+//! A [`Profile`](lockmeter_format::model::Profile) holds one row of statistics per (thread,
+//! lock, call site, mode). [`Analysis::new`] sums those records into per-lock, per-site,
+//! per-thread and whole-profile aggregates (with [`Stats::merge`](lockmeter_core::Stats::merge),
+//! so every view agrees with every other), names call sites and static locks from the ELF
+//! files of the profile's memory map ([`symbolize`]), and keeps the per-CPU totals.
+//!
+//! The renderers then print it:
+//!
+//! * [`text`]: the human report, Lockmeter's headline (`wait: W ms/s of N x 1000 ms/s
+//!   available`), totals, the profiler's own cost, loud warnings when data was dropped, and a
+//!   lockstat-like table for the chosen view ([`By`]), sorted by a [`SortKey`];
+//! * [`summary`]: the short version `lockmeter run` prints at exit;
+//! * [`json`]: a stable, versioned document (schema in `SCHEMA.md`, [`SCHEMA_VERSION`]);
+//! * [`csv`]: one row per lock, site, thread or CPU.
+//!
+//! [`render`] picks one by [`ReportOptions::format`].
+//!
+//! ```
+//! use lockmeter_format::model::*;
+//! use lockmeter_report::{Analysis, ReportOptions, SymbolizeOptions};
+//!
+//! let mut stats = Stats::default();
+//! stats.acquisitions = 1000;
+//! stats.contended = 100;
+//! stats.wait_ns_total = 10_000_000;
+//! stats.wait_ns_max = 200_000;
+//! let profile = Profile {
+//!     header: Header { pid: 42, cmdline: vec!["./app".into()], duration_ns: 1_000_000_000,
+//!                      cpu_count: 2, ..Header::default() },
+//!     threads: vec![ThreadInfo { index: 1, tid: 42, name: "app".into() }],
+//!     locks: vec![LockInfo { id: 1, address: 0x5000, generation: 0, kind: LockKind::Mutex,
+//!                            name: Some("queue_lock".into()) }],
+//!     records: vec![Record { thread: 1, lock: 1, site: 0x1234, mode: Mode::Exclusive, stats }],
+//!     ..Profile::default()
+//! };
+//! let analysis = Analysis::new(&profile, &SymbolizeOptions { enabled: false });
+//! assert_eq!(analysis.locks[0].agg.stats.acquisitions, 1000);
+//!
+//! let mut out = Vec::new();
+//! lockmeter_report::text(&analysis, &ReportOptions::default(), &mut out).unwrap();
+//! let out = String::from_utf8(out).unwrap();
+//! assert!(out.contains("wait: 10.0 ms/s of 2 x 1000 ms/s available (0.5% of CPU time)"));
+//! assert!(out.contains("queue_lock"));
+//! ```
+
+pub mod analysis;
+mod csvout;
+mod json;
+pub mod options;
+pub mod symbolize;
+mod text;
+pub mod units;
+
+use std::io;
+
+pub use analysis::{Agg, Analysis, LockAgg, SiteAgg, SymbolizeOptions, ThreadAgg, Totals};
+pub use csvout::csv;
+pub use json::{SCHEMA_VERSION, json};
+pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
+pub use symbolize::{ElfSymbolizer, Frame, NoSymbols, Symbolize};
+pub use text::{SITES_PER_LOCK, headline, summary, text};
+
+/// Writes the report in `opts.format`.
+pub fn render(a: &Analysis, opts: &ReportOptions, w: &mut dyn io::Write) -> io::Result<()> {
+    match opts.format {
+        Format::Text => text(a, opts, w),
+        Format::Json => json(a, opts, w),
+        Format::Csv => csv(a, opts, w),
+    }
+}

@@ -1,0 +1,172 @@
+//! CSV output: a header row, then one row per entry of the chosen view, with the JSON field
+//! names (histograms left out). Absent values (`null` in JSON) are empty cells.
+
+use std::io::{self, Write};
+
+use crate::analysis::{Agg, Analysis, ratio_pct};
+use crate::options::{By, ReportOptions};
+
+/// The statistics columns every lock, site and thread row carries.
+const STATS: [&str; 24] = [
+    "acquisitions",
+    "read_acquisitions",
+    "write_acquisitions",
+    "contended",
+    "contention_pct",
+    "trylock_failures",
+    "wait_ns_total",
+    "wait_ns_max",
+    "wait_ns_avg",
+    "wait_ns_p50",
+    "wait_ns_p90",
+    "wait_ns_p99",
+    "hold_ns_total",
+    "hold_ns_max",
+    "hold_ns_avg",
+    "hold_ns_p50",
+    "hold_ns_p90",
+    "hold_ns_p99",
+    "holds_timed",
+    "owner_changes",
+    "cnt_hold",
+    "cnt_lock",
+    "cond_waits",
+    "cond_wait_ns",
+];
+
+fn opt(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn stats_cells(g: &Agg) -> Vec<String> {
+    let s = &g.stats;
+    vec![
+        s.acquisitions.to_string(),
+        g.read_acquisitions.to_string(),
+        g.write_acquisitions.to_string(),
+        s.contended.to_string(),
+        g.contention_pct().to_string(),
+        s.trylock_failures.to_string(),
+        s.wait_ns_total.to_string(),
+        s.wait_ns_max.to_string(),
+        opt(g.wait_avg_ns()),
+        opt(g.wait_percentile_ns(50.0)),
+        opt(g.wait_percentile_ns(90.0)),
+        opt(g.wait_percentile_ns(99.0)),
+        s.hold_ns_total.to_string(),
+        s.hold_ns_max.to_string(),
+        opt(g.hold_avg_ns()),
+        opt(g.hold_percentile_ns(50.0)),
+        opt(g.hold_percentile_ns(90.0)),
+        opt(g.hold_percentile_ns(99.0)),
+        s.holds_timed.to_string(),
+        s.owner_changes.to_string(),
+        s.cnt_hold.to_string(),
+        s.cnt_lock.to_string(),
+        s.cond_waits.to_string(),
+        s.cond_wait_ns.to_string(),
+    ]
+}
+
+/// One field, quoted when it holds a comma, a quote or a line break.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn row<S: AsRef<str>>(w: &mut dyn Write, cells: &[S]) -> io::Result<()> {
+    let line: Vec<String> = cells.iter().map(|c| field(c.as_ref())).collect();
+    writeln!(w, "{}", line.join(","))
+}
+
+fn hex(a: u64) -> String {
+    format!("{a:#x}")
+}
+
+/// Writes the CSV report. `opts.by` picks the rows, `opts.sort` their order, `opts.top`
+/// (when given) their number; without it every row is written.
+pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<()> {
+    let top = opts.top.unwrap_or(usize::MAX);
+    match opts.by {
+        By::Lock => {
+            let mut head = vec!["id", "kind", "name", "address", "generation", "threads", "sites"];
+            head.extend(STATS);
+            row(w, &head)?;
+            for l in a.sorted_locks(opts.sort).into_iter().take(top) {
+                let mut r = vec![
+                    l.id.to_string(),
+                    l.kind.as_str().into(),
+                    l.name.clone().unwrap_or_default(),
+                    hex(l.address),
+                    l.generation.to_string(),
+                    l.threads.to_string(),
+                    l.sites.len().to_string(),
+                ];
+                r.extend(stats_cells(&l.agg));
+                row(w, &r)?;
+            }
+        }
+        By::Site => {
+            let mut head = vec![
+                "lock_id",
+                "lock_kind",
+                "lock_name",
+                "lock_address",
+                "lock_generation",
+                "function",
+                "module",
+                "address",
+            ];
+            head.extend(STATS);
+            row(w, &head)?;
+            for (l, s) in a.sorted_sites(opts.sort).into_iter().take(top) {
+                let mut r = vec![
+                    l.id.to_string(),
+                    l.kind.as_str().into(),
+                    l.name.clone().unwrap_or_default(),
+                    hex(l.address),
+                    l.generation.to_string(),
+                    s.function.clone(),
+                    s.frame.module.clone().unwrap_or_default(),
+                    hex(s.address),
+                ];
+                r.extend(stats_cells(&s.agg));
+                row(w, &r)?;
+            }
+        }
+        By::Thread => {
+            let mut head = vec!["index", "tid", "name", "locks"];
+            head.extend(STATS);
+            row(w, &head)?;
+            for t in a.sorted_threads(opts.sort).into_iter().take(top) {
+                let mut r = vec![
+                    t.index.to_string(),
+                    t.tid.to_string(),
+                    t.name.clone(),
+                    t.locks.to_string(),
+                ];
+                r.extend(stats_cells(&t.agg));
+                row(w, &r)?;
+            }
+        }
+        By::Cpu => {
+            row(w, &["cpu", "acquisitions", "contended", "contention_pct", "wait_ns"])?;
+            for c in a.sorted_cpus(opts.sort).into_iter().take(top) {
+                row(
+                    w,
+                    &[
+                        c.cpu.to_string(),
+                        c.acquisitions.to_string(),
+                        c.contended.to_string(),
+                        ratio_pct(c.contended, c.acquisitions).to_string(),
+                        c.wait_ns.to_string(),
+                    ],
+                )?;
+            }
+        }
+    }
+    Ok(())
+}

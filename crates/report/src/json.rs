@@ -1,0 +1,365 @@
+//! JSON output. The schema is documented in `SCHEMA.md`; bump [`SCHEMA_VERSION`] on any
+//! incompatible change (a removed or renamed field, a changed meaning). Added fields do not
+//! bump it.
+
+use std::io::{self, Write};
+
+use lockmeter_format::model::{EndReason, HoldTiming};
+use serde::Serialize;
+
+use crate::analysis::{Agg, Analysis, LockAgg, SiteAgg, ThreadAgg};
+use crate::options::ReportOptions;
+
+/// Version of the JSON schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    schema_version: u32,
+    generator: &'static str,
+    header: HeaderOut<'a>,
+    headline: Headline,
+    totals: TotalsOut,
+    overhead: OverheadOut,
+    dropped: DroppedOut,
+    sort: &'static str,
+    top: Option<usize>,
+    locks: Vec<LockOut<'a>>,
+    threads: Vec<ThreadOut<'a>>,
+    cpus: Vec<CpuOut>,
+}
+
+#[derive(Serialize)]
+struct HeaderOut<'a> {
+    collector: &'a str,
+    lockmeter_version: &'a str,
+    pid: u32,
+    ppid: u32,
+    image_seq: u32,
+    cmdline: &'a [String],
+    exe: &'a str,
+    start_unix_ns: u64,
+    end_unix_ns: u64,
+    duration_ns: u64,
+    cpu_count: u32,
+    hold_timing: &'static str,
+    hold_sample_every: Option<u32>,
+    end_reason: &'static str,
+    end_signal: Option<i32>,
+    clock: ClockOut,
+}
+
+#[derive(Serialize)]
+struct ClockOut {
+    source: &'static str,
+    hz: u64,
+    hz_run: u64,
+}
+
+#[derive(Serialize)]
+struct Headline {
+    wait_ms_per_s: Option<f64>,
+    available_ms_per_s: u64,
+    cpu_time_pct: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct TotalsOut {
+    acquisitions: u64,
+    read_acquisitions: u64,
+    write_acquisitions: u64,
+    contended: u64,
+    contention_pct: f64,
+    trylock_failures: u64,
+    wait_ns: u64,
+    wait_ns_max: u64,
+    hold_ns: u64,
+    hold_ns_max: u64,
+    holds_timed: u64,
+    owner_changes: u64,
+    cond_waits: u64,
+    cond_wait_ns: u64,
+    dropped: u64,
+    locks: usize,
+    sites: usize,
+    threads: usize,
+}
+
+#[derive(Serialize)]
+struct OverheadOut {
+    ns_per_pair: u64,
+    estimated_total_ns: u64,
+    memory_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct DroppedOut {
+    acquisitions: u64,
+    locks: u64,
+    threads: u64,
+    holds: u64,
+}
+
+/// The statistics every lock, site and thread entry carries.
+#[derive(Serialize)]
+struct StatsOut {
+    acquisitions: u64,
+    read_acquisitions: u64,
+    write_acquisitions: u64,
+    contended: u64,
+    contention_pct: f64,
+    trylock_failures: u64,
+    wait_ns_total: u64,
+    wait_ns_max: u64,
+    wait_ns_avg: Option<u64>,
+    wait_ns_p50: Option<u64>,
+    wait_ns_p90: Option<u64>,
+    wait_ns_p99: Option<u64>,
+    hold_ns_total: u64,
+    hold_ns_max: u64,
+    hold_ns_avg: Option<u64>,
+    hold_ns_p50: Option<u64>,
+    hold_ns_p90: Option<u64>,
+    hold_ns_p99: Option<u64>,
+    holds_timed: u64,
+    owner_changes: u64,
+    cnt_hold: u64,
+    cnt_lock: u64,
+    cond_waits: u64,
+    cond_wait_ns: u64,
+    wait_hist_log2_ns: Vec<u64>,
+    hold_hist_log2_ns: Vec<u64>,
+}
+
+#[derive(Serialize)]
+struct LockOut<'a> {
+    id: u32,
+    kind: &'static str,
+    name: Option<&'a str>,
+    address: String,
+    generation: u32,
+    threads: usize,
+    #[serde(flatten)]
+    stats: StatsOut,
+    sites: Vec<SiteOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct SiteOut<'a> {
+    function: &'a str,
+    module: Option<&'a str>,
+    address: String,
+    #[serde(flatten)]
+    stats: StatsOut,
+}
+
+#[derive(Serialize)]
+struct ThreadOut<'a> {
+    index: u32,
+    tid: u32,
+    name: &'a str,
+    locks: usize,
+    #[serde(flatten)]
+    stats: StatsOut,
+}
+
+#[derive(Serialize)]
+struct CpuOut {
+    cpu: u32,
+    acquisitions: u64,
+    contended: u64,
+    contention_pct: f64,
+    wait_ns: u64,
+}
+
+/// A histogram with its trailing zero buckets removed (`[]` when empty).
+fn trim(h: &[u64]) -> Vec<u64> {
+    let n = h.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+    h[..n].to_vec()
+}
+
+fn stats_out(g: &Agg) -> StatsOut {
+    let s = &g.stats;
+    StatsOut {
+        acquisitions: s.acquisitions,
+        read_acquisitions: g.read_acquisitions,
+        write_acquisitions: g.write_acquisitions,
+        contended: s.contended,
+        contention_pct: g.contention_pct(),
+        trylock_failures: s.trylock_failures,
+        wait_ns_total: s.wait_ns_total,
+        wait_ns_max: s.wait_ns_max,
+        wait_ns_avg: g.wait_avg_ns(),
+        wait_ns_p50: g.wait_percentile_ns(50.0),
+        wait_ns_p90: g.wait_percentile_ns(90.0),
+        wait_ns_p99: g.wait_percentile_ns(99.0),
+        hold_ns_total: s.hold_ns_total,
+        hold_ns_max: s.hold_ns_max,
+        hold_ns_avg: g.hold_avg_ns(),
+        hold_ns_p50: g.hold_percentile_ns(50.0),
+        hold_ns_p90: g.hold_percentile_ns(90.0),
+        hold_ns_p99: g.hold_percentile_ns(99.0),
+        holds_timed: s.holds_timed,
+        owner_changes: s.owner_changes,
+        cnt_hold: s.cnt_hold,
+        cnt_lock: s.cnt_lock,
+        cond_waits: s.cond_waits,
+        cond_wait_ns: s.cond_wait_ns,
+        wait_hist_log2_ns: trim(&s.wait_hist),
+        hold_hist_log2_ns: trim(&s.hold_hist),
+    }
+}
+
+fn hex(a: u64) -> String {
+    format!("{a:#x}")
+}
+
+fn site_out(s: &SiteAgg) -> SiteOut<'_> {
+    SiteOut {
+        function: &s.function,
+        module: s.frame.module.as_deref(),
+        address: hex(s.address),
+        stats: stats_out(&s.agg),
+    }
+}
+
+fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
+    let mut sites: Vec<&SiteAgg> = l.sites.iter().collect();
+    if opts.sort != crate::SortKey::Name {
+        sites.sort_by(|a, b| opts.sort.compare(&a.agg, &b.agg).then(a.address.cmp(&b.address)));
+    } else {
+        sites.sort_by(|a, b| a.function.cmp(&b.function).then(a.address.cmp(&b.address)));
+    }
+    LockOut {
+        id: l.id,
+        kind: l.kind.as_str(),
+        name: l.name.as_deref(),
+        address: hex(l.address),
+        generation: l.generation,
+        threads: l.threads,
+        stats: stats_out(&l.agg),
+        sites: sites.into_iter().map(site_out).collect(),
+    }
+}
+
+fn thread_out(t: &ThreadAgg) -> ThreadOut<'_> {
+    ThreadOut {
+        index: t.index,
+        tid: t.tid,
+        name: &t.name,
+        locks: t.locks,
+        stats: stats_out(&t.agg),
+    }
+}
+
+/// Writes the JSON report (pretty-printed, newline-terminated). `opts.sort` orders `locks[]`,
+/// their `sites[]` and `threads[]`; `opts.top`, when given, keeps that many `locks[]` and
+/// `threads[]` (totals always cover the whole profile); `opts.by` does not apply.
+pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<()> {
+    let h = &a.header;
+    let t = &a.totals.agg;
+    let top = opts.top.unwrap_or(usize::MAX);
+    let wait_ms_per_s =
+        (h.duration_ns > 0).then(|| t.stats.wait_ns_total as f64 / h.duration_ns as f64 * 1000.0);
+    let doc = Doc {
+        schema_version: SCHEMA_VERSION,
+        generator: concat!("lockmeter-report ", env!("CARGO_PKG_VERSION")),
+        header: HeaderOut {
+            collector: &h.collector,
+            lockmeter_version: &h.lockmeter_version,
+            pid: h.pid,
+            ppid: h.ppid,
+            image_seq: h.image_seq,
+            cmdline: &h.cmdline,
+            exe: &h.exe,
+            start_unix_ns: h.start_unix_ns,
+            end_unix_ns: h.end_unix_ns,
+            duration_ns: h.duration_ns,
+            cpu_count: h.cpu_count,
+            hold_timing: match h.hold_timing {
+                HoldTiming::On => "on",
+                HoldTiming::Off => "off",
+                HoldTiming::Sampled(_) => "sampled",
+            },
+            hold_sample_every: match h.hold_timing {
+                HoldTiming::Sampled(n) => Some(n),
+                _ => None,
+            },
+            end_reason: match h.end_reason {
+                EndReason::Exit => "exit",
+                EndReason::UnderscoreExit => "_exit",
+                EndReason::Signal(_) => "signal",
+                EndReason::Exec => "exec",
+                EndReason::Snapshot => "snapshot",
+            },
+            end_signal: match h.end_reason {
+                EndReason::Signal(s) => Some(s),
+                _ => None,
+            },
+            clock: ClockOut {
+                source: match h.clock.source {
+                    1 => "tsc",
+                    2 => "monotonic",
+                    _ => "unknown",
+                },
+                hz: h.clock.hz,
+                hz_run: h.clock.hz_run,
+            },
+        },
+        headline: Headline {
+            wait_ms_per_s,
+            available_ms_per_s: u64::from(h.cpu_count) * 1000,
+            cpu_time_pct: wait_ms_per_s
+                .filter(|_| h.cpu_count > 0)
+                .map(|v| v / (f64::from(h.cpu_count) * 1000.0) * 100.0),
+        },
+        totals: TotalsOut {
+            acquisitions: t.stats.acquisitions,
+            read_acquisitions: t.read_acquisitions,
+            write_acquisitions: t.write_acquisitions,
+            contended: t.stats.contended,
+            contention_pct: t.contention_pct(),
+            trylock_failures: t.stats.trylock_failures,
+            wait_ns: t.stats.wait_ns_total,
+            wait_ns_max: t.stats.wait_ns_max,
+            hold_ns: t.stats.hold_ns_total,
+            hold_ns_max: t.stats.hold_ns_max,
+            holds_timed: t.stats.holds_timed,
+            owner_changes: t.stats.owner_changes,
+            cond_waits: t.stats.cond_waits,
+            cond_wait_ns: t.stats.cond_wait_ns,
+            dropped: a.dropped.acquisitions,
+            locks: a.totals.locks,
+            sites: a.totals.sites,
+            threads: a.totals.threads,
+        },
+        overhead: OverheadOut {
+            ns_per_pair: a.overhead.ns_per_pair,
+            estimated_total_ns: a.overhead.estimated_total_ns,
+            memory_bytes: a.overhead.memory_bytes,
+        },
+        dropped: DroppedOut {
+            acquisitions: a.dropped.acquisitions,
+            locks: a.dropped.locks,
+            threads: a.dropped.threads,
+            holds: a.dropped.holds,
+        },
+        sort: opts.sort.as_str(),
+        top: opts.top,
+        locks: a.sorted_locks(opts.sort).into_iter().take(top).map(|l| lock_out(l, opts)).collect(),
+        threads: a.sorted_threads(opts.sort).into_iter().take(top).map(thread_out).collect(),
+        cpus: a
+            .cpus
+            .iter()
+            .map(|c| CpuOut {
+                cpu: c.cpu,
+                acquisitions: c.acquisitions,
+                contended: c.contended,
+                contention_pct: crate::analysis::ratio_pct(c.contended, c.acquisitions),
+                wait_ns: c.wait_ns,
+            })
+            .collect(),
+    };
+    serde_json::to_writer_pretty(&mut *w, &doc).map_err(io::Error::other)?;
+    writeln!(w)
+}

@@ -1,0 +1,393 @@
+//! Symbolization: code and data addresses of the (exited) process → names.
+//!
+//! The profile stores the process's memory map (`/proc/PID/maps` at the end of the run). An
+//! address is resolved in three steps:
+//!
+//! 1. **module**: the file mapping that contains the address; for an address in an anonymous
+//!    mapping (`.bss` past the last file page), the module whose `PT_LOAD` segments cover it once
+//!    the module's load bias is known;
+//! 2. **ELF virtual address**: `address - bias`, where the bias comes from a mapping's file offset
+//!    and the `PT_LOAD` program header that contains that offset. This covers PIE and shared
+//!    objects (`ET_DYN`, bias = load address) and non-PIE executables (`ET_EXEC`, bias 0) alike;
+//! 3. **symbol**: `.symtab`, falling back to `.dynsym` for stripped files; functions
+//!    (`STT_FUNC`) for code, objects (`STT_OBJECT`) for data. Names are demangled (Rust, C++).
+//!
+//! Anything that fails (file gone or unreadable, not ELF, no covering symbol) degrades: code
+//! becomes `module+0xOFF` (file offset) or the raw address, data becomes `None`. Nothing here
+//! ever fails the report.
+//!
+//! The [`Symbolize`] trait is the seam for richer symbolizers (file:line, inlined frames from
+//! DWARF); [`ElfSymbolizer`] is the symbol-table implementation.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+use lockmeter_format::model::MapEntry;
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+/// A resolved code address (a call site).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Frame {
+    /// The address that was resolved.
+    pub address: u64,
+    /// Base name of the module (`app`, `libc.so.6`), when the address is in a mapped file.
+    pub module: Option<String>,
+    /// File offset of the address within the module.
+    pub module_offset: u64,
+    /// Demangled function name, when a symbol covers the address.
+    pub function: Option<String>,
+    /// Offset of the address from the start of `function`.
+    pub function_offset: u64,
+}
+
+impl fmt::Display for Frame {
+    /// `function+0xOFF`, else `module+0xOFF` (file offset), else `0xADDRESS`; `[unknown]` for 0.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.function, &self.module) {
+            (Some(func), _) => write!(f, "{func}+{:#x}", self.function_offset),
+            (None, Some(m)) => write!(f, "{m}+{:#x}", self.module_offset),
+            (None, None) if self.address == 0 => f.write_str("[unknown]"),
+            (None, None) => write!(f, "{:#x}", self.address),
+        }
+    }
+}
+
+/// Something that turns addresses of the profiled process into names.
+pub trait Symbolize {
+    /// Resolves a code address. `addr` is a return address: implementations look up `addr - 1`
+    /// (the call instruction) but report offsets of `addr` itself.
+    fn code(&mut self, addr: u64) -> Frame;
+    /// Names the static object that contains `addr` (`my_lock`, `locks+0x28`), or `None` for
+    /// heap, stack and unknown memory.
+    fn data(&mut self, addr: u64) -> Option<String>;
+}
+
+/// A symbolizer that resolves nothing: sites print as raw addresses, locks stay unnamed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSymbols;
+
+impl Symbolize for NoSymbols {
+    fn code(&mut self, addr: u64) -> Frame {
+        Frame { address: addr, ..Frame::default() }
+    }
+    fn data(&mut self, _addr: u64) -> Option<String> {
+        None
+    }
+}
+
+/// One symbol: start (ELF virtual address), size, raw name.
+#[derive(Debug, Clone)]
+struct Sym {
+    addr: u64,
+    size: u64,
+    name: String,
+}
+
+/// A `PT_LOAD` segment.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    vaddr: u64,
+    memsz: u64,
+    offset: u64,
+    filesz: u64,
+}
+
+/// What we keep of a parsed ELF file.
+#[derive(Debug)]
+struct ElfInfo {
+    segs: Vec<Seg>,
+    /// Functions, sorted by address.
+    text: Vec<Sym>,
+    /// Data objects, sorted by address.
+    data: Vec<Sym>,
+}
+
+impl ElfInfo {
+    fn parse(bytes: &[u8]) -> Option<ElfInfo> {
+        let file = object::File::parse(bytes).ok()?;
+        if file.format() != object::BinaryFormat::Elf {
+            return None;
+        }
+        let segs = file
+            .segments()
+            .map(|s| {
+                let (offset, filesz) = s.file_range();
+                Seg { vaddr: s.address(), memsz: s.size(), offset, filesz }
+            })
+            .collect();
+        let mut text = Vec::new();
+        let mut data = Vec::new();
+        // `.symtab` when present (it is a superset of `.dynsym`); `.dynsym` for stripped files.
+        let mut collect = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
+            let mut any = false;
+            for s in syms {
+                if !s.is_definition() || s.address() == 0 {
+                    continue;
+                }
+                let Ok(name) = s.name() else { continue };
+                if name.is_empty() {
+                    continue;
+                }
+                let sym = Sym { addr: s.address(), size: s.size(), name: name.to_owned() };
+                match s.kind() {
+                    SymbolKind::Text => text.push(sym),
+                    SymbolKind::Data => data.push(sym),
+                    _ => continue,
+                }
+                any = true;
+            }
+            any
+        };
+        if !collect(&mut file.symbols()) {
+            collect(&mut file.dynamic_symbols());
+        }
+        for v in [&mut text, &mut data] {
+            v.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+            v.dedup_by(|a, b| a.addr == b.addr && a.size == b.size);
+        }
+        Some(ElfInfo { segs, text, data })
+    }
+
+    /// ELF virtual address of a file offset, via the `PT_LOAD` segment containing it.
+    fn offset_to_vaddr(&self, off: u64) -> Option<u64> {
+        self.segs
+            .iter()
+            .find(|s| off >= s.offset && off < s.offset + s.filesz.max(1))
+            .map(|s| s.vaddr + (off - s.offset))
+    }
+
+    /// Whether a virtual address lies in a loaded segment (including `.bss`).
+    fn covers(&self, vaddr: u64) -> bool {
+        self.segs.iter().any(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.memsz)
+    }
+
+    /// The symbol of `syms` covering `vaddr`. Sized symbols must contain it; a zero-sized symbol
+    /// matches only its own address unless `loose`, where the nearest preceding one is taken.
+    fn lookup(syms: &[Sym], vaddr: u64, loose: bool) -> Option<&Sym> {
+        let end = syms.partition_point(|s| s.addr <= vaddr);
+        // Look back a little for a sized symbol that contains `vaddr` (symbols may nest).
+        for s in syms[..end].iter().rev().take(16) {
+            if vaddr < s.addr.saturating_add(s.size) || s.addr == vaddr {
+                return Some(s);
+            }
+        }
+        let s = syms[..end].last()?;
+        (loose && s.size == 0).then_some(s)
+    }
+}
+
+/// A module (mapped file) of the process, with its load bias once known.
+#[derive(Debug)]
+struct Module {
+    path: String,
+    name: String,
+    /// Virtual address at run time minus ELF virtual address.
+    bias: Option<u64>,
+    elf: Option<Rc<ElfInfo>>,
+}
+
+/// Symbolizes from ELF symbol tables, reading the files named in the memory map.
+///
+/// Parsed files are cached per path (also across profiles when the symbolizer is reused).
+#[derive(Debug)]
+pub struct ElfSymbolizer {
+    maps: Vec<MapEntry>,
+    /// Module index per entry of `maps` (`None` for anonymous and special mappings).
+    map_module: Vec<Option<usize>>,
+    modules: Vec<Module>,
+    cache: HashMap<String, Option<Rc<ElfInfo>>>,
+}
+
+/// Whether a maps path names a file (not `[heap]`, `[stack]`, `[vdso]`, anonymous, ...).
+fn is_file_path(p: &str) -> bool {
+    p.starts_with('/')
+}
+
+impl ElfSymbolizer {
+    /// A symbolizer for a process with this memory map. Files are read lazily.
+    pub fn new(maps: &[MapEntry]) -> Self {
+        let mut maps = maps.to_vec();
+        maps.sort_by_key(|m| m.start);
+        let mut modules: Vec<Module> = Vec::new();
+        let mut map_module = Vec::with_capacity(maps.len());
+        for m in &maps {
+            if !is_file_path(&m.path) {
+                map_module.push(None);
+                continue;
+            }
+            let idx = match modules.iter().position(|x| x.path == m.path) {
+                Some(i) => i,
+                None => {
+                    let name = m.path.rsplit('/').next().unwrap_or(&m.path);
+                    let name = name.strip_suffix(" (deleted)").unwrap_or(name).to_owned();
+                    modules.push(Module { path: m.path.clone(), name, bias: None, elf: None });
+                    modules.len() - 1
+                }
+            };
+            map_module.push(Some(idx));
+        }
+        let mut s = ElfSymbolizer { maps, map_module, modules, cache: HashMap::new() };
+        for i in 0..s.modules.len() {
+            s.load(i);
+        }
+        s
+    }
+
+    /// Parses module `i` (through the cache) and computes its load bias.
+    fn load(&mut self, i: usize) {
+        let path = self.modules[i].path.clone();
+        // A file deleted after it was mapped may have been replaced: do not trust the path.
+        let elf = if path.ends_with(" (deleted)") {
+            None
+        } else {
+            self.cache
+                .entry(path.clone())
+                .or_insert_with(|| {
+                    std::fs::read(&path).ok().and_then(|b| ElfInfo::parse(&b)).map(Rc::new)
+                })
+                .clone()
+        };
+        let Some(elf) = elf else { return };
+        let bias = self
+            .maps
+            .iter()
+            .zip(&self.map_module)
+            .filter(|(_, mm)| **mm == Some(i))
+            .find_map(|(m, _)| elf.offset_to_vaddr(m.offset).map(|v| m.start.wrapping_sub(v)));
+        // A file that no longer matches its mappings (no segment at a mapped offset) is ignored.
+        if bias.is_some() {
+            self.modules[i].bias = bias;
+            self.modules[i].elf = Some(elf);
+        }
+    }
+
+    /// The module containing `addr` and the mapping it is in (file-backed mappings first, then
+    /// `.bss` in anonymous mappings via segment coverage).
+    fn module_of(&self, addr: u64) -> Option<(usize, Option<&MapEntry>)> {
+        let i = self.maps.partition_point(|m| m.start <= addr);
+        if i > 0 {
+            let m = &self.maps[i - 1];
+            if addr < m.end {
+                if let Some(mi) = self.map_module[i - 1] {
+                    return Some((mi, Some(m)));
+                }
+                if !m.path.is_empty() {
+                    // [heap], [stack], [vdso], ...
+                    return None;
+                }
+            }
+        }
+        self.modules.iter().enumerate().find_map(|(mi, md)| {
+            let (bias, elf) = (md.bias?, md.elf.as_ref()?);
+            elf.covers(addr.wrapping_sub(bias)).then_some((mi, None))
+        })
+    }
+
+    /// The ELF file of a module, and the ELF virtual address of `addr` in it.
+    fn resolve(&self, mi: usize, addr: u64) -> Option<(&ElfInfo, u64)> {
+        let md = &self.modules[mi];
+        Some((md.elf.as_deref()?, addr.wrapping_sub(md.bias?)))
+    }
+}
+
+impl Symbolize for ElfSymbolizer {
+    fn code(&mut self, addr: u64) -> Frame {
+        let mut frame = Frame { address: addr, ..Frame::default() };
+        if addr == 0 {
+            return frame;
+        }
+        let Some((mi, map)) = self.module_of(addr) else { return frame };
+        frame.module = Some(self.modules[mi].name.clone());
+        if let Some(m) = map {
+            frame.module_offset = addr - m.start + m.offset;
+        }
+        if let Some((elf, vaddr)) = self.resolve(mi, addr) {
+            if map.is_none() {
+                // Recover the file offset from the segment.
+                if let Some(s) =
+                    elf.segs.iter().find(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.memsz)
+                {
+                    frame.module_offset = vaddr - s.vaddr + s.offset;
+                }
+            }
+            // A return address may be one past the end of a function that ends in a call.
+            if let Some(s) = ElfInfo::lookup(&elf.text, vaddr.wrapping_sub(1), true) {
+                frame.function = Some(demangle(&s.name));
+                frame.function_offset = vaddr - s.addr;
+            }
+        }
+        frame
+    }
+
+    fn data(&mut self, addr: u64) -> Option<String> {
+        let (mi, _) = self.module_of(addr)?;
+        let (elf, vaddr) = self.resolve(mi, addr)?;
+        let s = ElfInfo::lookup(&elf.data, vaddr, false)?;
+        let name = demangle(&s.name);
+        Some(if vaddr == s.addr { name } else { format!("{name}+{:#x}", vaddr - s.addr) })
+    }
+}
+
+/// Demangles a Rust (legacy or v0) or C++ symbol name; other names are returned as they are.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        // `{:#}` leaves out the hash suffix.
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Some(s) = cpp_demangle::Symbol::new(name).ok().and_then(|sym| sym.demangle().ok()) {
+            return s;
+        }
+    }
+    name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles() {
+        assert_eq!(demangle("main"), "main");
+        assert_eq!(demangle("_ZN3foo3bar17h0123456789abcdefE"), "foo::bar");
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("_RNvCs1234_7mycrate3baz"), "mycrate::baz");
+    }
+
+    #[test]
+    fn frame_display() {
+        let f = Frame { address: 0x1234, ..Frame::default() };
+        assert_eq!(f.to_string(), "0x1234");
+        assert_eq!(Frame::default().to_string(), "[unknown]");
+        let f = Frame { module: Some("libc.so.6".into()), module_offset: 0x99, ..f };
+        assert_eq!(f.to_string(), "libc.so.6+0x99");
+        let f = Frame { function: Some("hot".into()), function_offset: 0x1f, ..f };
+        assert_eq!(f.to_string(), "hot+0x1f");
+    }
+
+    #[test]
+    fn missing_files_degrade() {
+        let maps = vec![
+            MapEntry {
+                start: 0x1000,
+                end: 0x2000,
+                offset: 0x3000,
+                perms: "r-xp".into(),
+                path: "/nonexistent/lockmeter/app".into(),
+            },
+            MapEntry {
+                start: 0x5000,
+                end: 0x6000,
+                offset: 0,
+                perms: "rw-p".into(),
+                path: "[heap]".into(),
+            },
+        ];
+        let mut s = ElfSymbolizer::new(&maps);
+        assert_eq!(s.code(0x1010).to_string(), "app+0x3010");
+        assert_eq!(s.code(0x9999).to_string(), "0x9999");
+        assert_eq!(s.data(0x1010), None);
+        assert_eq!(s.data(0x5010), None);
+    }
+}

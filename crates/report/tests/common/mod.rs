@@ -1,0 +1,209 @@
+//! A hand-built profile and a fake symbolizer shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+
+use lockmeter_core::hist::bucket;
+use lockmeter_format::model::*;
+use lockmeter_report::{Analysis, Frame, Symbolize};
+
+/// Statistics with histograms consistent with the sums (every wait in the bucket of the mean).
+pub fn stats(acq: u64, cont: u64, wait: u64, wait_max: u64, hold: u64, hold_max: u64) -> Stats {
+    let mut s = Stats {
+        acquisitions: acq,
+        contended: cont,
+        wait_ns_total: wait,
+        wait_ns_max: wait_max,
+        hold_ns_total: hold,
+        hold_ns_max: hold_max,
+        holds_timed: acq,
+        owner_changes: cont / 2,
+        cnt_hold: cont,
+        cnt_lock: cont,
+        ..Stats::default()
+    };
+    if cont > 0 {
+        s.wait_hist[bucket(wait / cont)] = cont;
+    }
+    if acq > 0 {
+        s.hold_hist[bucket(hold / acq)] = acq;
+    }
+    s
+}
+
+pub fn rec(thread: u32, lock: u32, site: u64, mode: Mode, stats: Stats) -> Record {
+    Record { thread, lock, site, mode, stats }
+}
+
+pub const QUEUE: u64 = 0x5555_5555_8040;
+pub const CONFIG: u64 = 0x5555_5555_8100;
+pub const HEAP_SPIN: u64 = 0x7f3a_2c00_1000;
+pub const HEAP_MUTEX: u64 = 0x7f3a_2c00_2040;
+
+pub const SITE_PUSH: u64 = 0x5555_5555_1234;
+pub const SITE_POP: u64 = 0x5555_5555_1300;
+pub const SITE_POP_TOO: u64 = 0x5555_5555_1301;
+pub const SITE_READ: u64 = 0x5555_5555_2000;
+pub const SITE_WRITE: u64 = 0x5555_5555_2100;
+pub const SITE_LIBC: u64 = 0x7f3a_2b00_0a10;
+
+/// A deterministic profile: 3 threads, 4 locks (mutex, rwlock, spinlock, re-initialized
+/// mutex), several sites per lock, read and write modes, per-CPU totals.
+pub fn sample_profile() -> Profile {
+    let header = Header {
+        collector: "preload".into(),
+        lockmeter_version: "0.1.0".into(),
+        pid: 4242,
+        ppid: 4000,
+        image_seq: 0,
+        cmdline: vec!["./app".into(), "--threads".into(), "2".into()],
+        exe: "/opt/app/app".into(),
+        start_unix_ns: 1_700_000_000_000_000_000,
+        end_unix_ns: 1_700_000_002_000_000_000,
+        duration_ns: 2_000_000_000,
+        clock: ClockInfo { source: 1, hz: 2_400_000_000, hz_run: 2_400_000_100 },
+        cpu_count: 4,
+        hold_timing: HoldTiming::On,
+        end_reason: EndReason::Exit,
+    };
+    let threads = vec![
+        ThreadInfo { index: 1, tid: 4242, name: "app".into() },
+        ThreadInfo { index: 2, tid: 4243, name: "worker-1".into() },
+        ThreadInfo { index: 3, tid: 4244, name: "worker-2".into() },
+    ];
+    let locks = vec![
+        LockInfo { id: 1, address: QUEUE, generation: 0, kind: LockKind::Mutex, name: None },
+        LockInfo { id: 2, address: CONFIG, generation: 0, kind: LockKind::RwLock, name: None },
+        LockInfo { id: 3, address: HEAP_SPIN, generation: 0, kind: LockKind::SpinLock, name: None },
+        LockInfo { id: 4, address: HEAP_MUTEX, generation: 2, kind: LockKind::Mutex, name: None },
+    ];
+    let records = vec![
+        // queue_lock: pushed by workers, popped by app; two addresses symbolize to one pop site.
+        rec(
+            2,
+            1,
+            SITE_PUSH,
+            Mode::Exclusive,
+            stats(40_000, 12_000, 180_000_000, 2_500_000, 60_000_000, 900_000),
+        ),
+        rec(
+            3,
+            1,
+            SITE_PUSH,
+            Mode::Exclusive,
+            stats(38_000, 11_000, 170_000_000, 3_100_000, 57_000_000, 1_200_000),
+        ),
+        rec(
+            1,
+            1,
+            SITE_POP,
+            Mode::Exclusive,
+            stats(50_000, 9_000, 90_000_000, 1_000_000, 40_000_000, 300_000),
+        ),
+        rec(
+            1,
+            1,
+            SITE_POP_TOO,
+            Mode::Exclusive,
+            stats(1_000, 100, 1_000_000, 40_000, 800_000, 5_000),
+        ),
+        // config_lock: many readers, one writer.
+        rec(
+            2,
+            2,
+            SITE_READ,
+            Mode::Read,
+            stats(200_000, 500, 2_000_000, 90_000, 30_000_000, 20_000),
+        ),
+        rec(
+            3,
+            2,
+            SITE_READ,
+            Mode::Read,
+            stats(190_000, 450, 1_900_000, 80_000, 29_000_000, 25_000),
+        ),
+        rec(1, 2, SITE_WRITE, Mode::Write, stats(100, 60, 40_000_000, 4_000_000, 500_000, 9_000)),
+        // a heap spinlock, barely contended
+        rec(2, 3, SITE_LIBC, Mode::Exclusive, stats(5_000, 3, 1_500, 900, 400_000, 2_000)),
+        // a re-initialized heap mutex, uncontended, unknown call site
+        rec(1, 4, 0, Mode::Exclusive, stats(10, 0, 0, 0, 9_000, 2_000)),
+    ];
+    let cpus = vec![
+        CpuStats { cpu: 1, acquisitions: 260_000, contended: 18_000, wait_ns: 250_000_000 },
+        CpuStats { cpu: 0, acquisitions: 264_110, contended: 15_113, wait_ns: 234_901_500 },
+    ];
+    Profile {
+        header,
+        maps: Vec::new(),
+        threads,
+        locks,
+        records,
+        cpus,
+        dropped: Dropped::default(),
+        overhead: Overhead {
+            ns_per_pair: 24,
+            estimated_total_ns: 12_578_640,
+            memory_bytes: 4 << 20,
+        },
+    }
+}
+
+/// A symbolizer with fixed answers.
+#[derive(Debug, Default)]
+pub struct FakeSymbols {
+    pub code: HashMap<u64, (&'static str, &'static str, u64)>,
+    pub data: HashMap<u64, &'static str>,
+}
+
+impl FakeSymbols {
+    pub fn sample() -> Self {
+        let mut s = FakeSymbols::default();
+        s.code.insert(SITE_PUSH, ("app", "queue_push", 0x24));
+        // Two return addresses that a symbolizer names alike (e.g. without offsets) merge.
+        s.code.insert(SITE_POP, ("app", "queue_pop", 0x1c));
+        s.code.insert(SITE_POP_TOO, ("app", "queue_pop", 0x1c));
+        s.code.insert(SITE_READ, ("app", "config_get", 0x10));
+        s.code.insert(SITE_WRITE, ("app", "config_reload", 0x88));
+        s.data.insert(QUEUE, "queue_lock");
+        s.data.insert(CONFIG, "config_lock");
+        s
+    }
+}
+
+impl Symbolize for FakeSymbols {
+    fn code(&mut self, addr: u64) -> Frame {
+        match self.code.get(&addr) {
+            Some((m, f, off)) => Frame {
+                address: addr,
+                module: Some((*m).into()),
+                module_offset: addr & 0xffff,
+                function: Some((*f).into()),
+                function_offset: *off,
+            },
+            None if addr == SITE_LIBC => Frame {
+                address: addr,
+                module: Some("libc.so.6".into()),
+                module_offset: 0xa10,
+                function: None,
+                function_offset: 0,
+            },
+            None => Frame { address: addr, ..Frame::default() },
+        }
+    }
+    fn data(&mut self, addr: u64) -> Option<String> {
+        self.data.get(&addr).map(|s| (*s).to_owned())
+    }
+}
+
+pub fn sample_analysis() -> Analysis {
+    Analysis::with_symbolizer(&sample_profile(), &mut FakeSymbols::sample())
+}
+
+pub fn render_to(
+    a: &Analysis,
+    f: impl Fn(&Analysis, &mut Vec<u8>) -> std::io::Result<()>,
+) -> String {
+    let mut out = Vec::new();
+    f(a, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}

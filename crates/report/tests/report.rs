@@ -1,0 +1,425 @@
+//! Aggregation, sorting and output formats on a hand-built profile.
+
+mod common;
+
+use common::*;
+use lockmeter_format::model::*;
+use lockmeter_report::*;
+use serde_json::Value;
+
+fn merged<'a>(it: impl Iterator<Item = &'a Record>) -> Stats {
+    let mut s = Stats::default();
+    for r in it {
+        s.merge(&r.stats);
+    }
+    s
+}
+
+#[test]
+fn per_lock_is_the_sum_of_its_records() {
+    let p = sample_profile();
+    let a = sample_analysis();
+    assert_eq!(a.locks.len(), 4);
+    for l in &a.locks {
+        let want = merged(p.records.iter().filter(|r| r.lock == l.id));
+        assert_eq!(l.agg.stats, want, "lock {}", l.id);
+        // Sites partition the lock.
+        let mut sites = Agg::default();
+        for s in &l.sites {
+            sites.merge(&s.agg);
+        }
+        assert_eq!(sites, l.agg);
+    }
+    let total = merged(p.records.iter());
+    assert_eq!(a.totals.agg.stats, total);
+    let mut locks = Stats::default();
+    for l in &a.locks {
+        locks.merge(&l.agg.stats);
+    }
+    assert_eq!(locks, total);
+    let mut threads = Stats::default();
+    for t in &a.threads {
+        threads.merge(&t.agg.stats);
+    }
+    assert_eq!(threads, total);
+    assert_eq!(a.totals.agg.stats.acquisitions, 524_110);
+    assert_eq!(a.totals.agg.stats.contended, 33_113);
+    assert_eq!(a.totals.agg.stats.wait_ns_total, 484_901_500);
+    assert_eq!(a.totals.agg.stats.wait_ns_max, 4_000_000);
+    assert_eq!((a.totals.locks, a.totals.sites, a.totals.threads), (4, 6, 3));
+}
+
+#[test]
+fn read_write_split() {
+    let a = sample_analysis();
+    let config = a.locks.iter().find(|l| l.id == 2).unwrap();
+    assert_eq!(config.agg.read_acquisitions, 390_000);
+    assert_eq!(config.agg.write_acquisitions, 100);
+    assert_eq!(config.agg.stats.acquisitions, 390_100);
+    let queue = a.locks.iter().find(|l| l.id == 1).unwrap();
+    assert_eq!((queue.agg.read_acquisitions, queue.agg.write_acquisitions), (0, 0));
+    assert_eq!(a.totals.agg.read_acquisitions, 390_000);
+    assert_eq!(a.totals.agg.write_acquisitions, 100);
+}
+
+#[test]
+fn sites_merge_by_symbolized_name_across_threads() {
+    let a = sample_analysis();
+    let queue = a.locks.iter().find(|l| l.id == 1).unwrap();
+    assert_eq!(queue.name.as_deref(), Some("queue_lock"));
+    assert_eq!(queue.threads, 3);
+    let names: Vec<&str> = queue.sites.iter().map(|s| s.function.as_str()).collect();
+    // Sorted by total wait: push (two threads, merged) before pop (two addresses, merged).
+    assert_eq!(names, ["queue_push+0x24", "queue_pop+0x1c"]);
+    assert_eq!(queue.sites[0].agg.stats.acquisitions, 78_000);
+    assert_eq!(queue.sites[1].agg.stats.acquisitions, 51_000);
+    assert_eq!(queue.sites[1].address, SITE_POP);
+    // Without symbols every address is its own site and locks have no name.
+    let raw = Analysis::new(&sample_profile(), &SymbolizeOptions { enabled: false });
+    let q = raw.locks.iter().find(|l| l.id == 1).unwrap();
+    assert_eq!(q.name, None);
+    assert_eq!(q.sites.len(), 3);
+    assert_eq!(q.sites[0].function, format!("{SITE_PUSH:#x}"));
+    let heap = raw.locks.iter().find(|l| l.id == 4).unwrap();
+    assert_eq!(heap.sites[0].function, "[unknown]");
+    assert_eq!(heap.display_name(), format!("{HEAP_MUTEX:#x} (gen 2)"));
+}
+
+#[test]
+fn records_for_unknown_locks_and_threads_still_count() {
+    let mut p = sample_profile();
+    p.records.push(rec(9, 77, 0, Mode::Exclusive, stats(5, 1, 10, 10, 0, 0)));
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    assert_eq!(a.totals.agg.stats.acquisitions, 524_115);
+    assert!(a.locks.iter().any(|l| l.id == 77 && l.agg.stats.acquisitions == 5));
+    assert!(a.threads.iter().any(|t| t.index == 9 && t.tid == 0));
+}
+
+#[test]
+fn sorting_by_every_key() {
+    let a = sample_analysis();
+    let ids = |k: SortKey| a.sorted_locks(k).iter().map(|l| l.id).collect::<Vec<_>>();
+    assert_eq!(ids(SortKey::Wait), [1, 2, 3, 4]);
+    assert_eq!(ids(SortKey::WaitMax), [2, 1, 3, 4]);
+    assert_eq!(ids(SortKey::Hold), [1, 2, 3, 4]);
+    assert_eq!(ids(SortKey::HoldMax), [1, 2, 3, 4]);
+    assert_eq!(ids(SortKey::Acquisitions), [2, 1, 3, 4]);
+    assert_eq!(ids(SortKey::Contended), [1, 2, 3, 4]);
+    assert_eq!(ids(SortKey::ContentionRate), [1, 2, 3, 4]);
+    // Names: "0x7f3a2c001000", "0x7f3a2c002040 (gen 2)", "config_lock", "queue_lock".
+    assert_eq!(ids(SortKey::Name), [3, 4, 2, 1]);
+    let tids: Vec<u32> = a.sorted_threads(SortKey::Acquisitions).iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [4243, 4244, 4242]);
+    let cpus: Vec<u32> = a.sorted_cpus(SortKey::Wait).iter().map(|c| c.cpu).collect();
+    assert_eq!(cpus, [1, 0]);
+    let cpus: Vec<u32> = a.sorted_cpus(SortKey::Name).iter().map(|c| c.cpu).collect();
+    assert_eq!(cpus, [0, 1]);
+    let sites: Vec<&str> =
+        a.sorted_sites(SortKey::Acquisitions).iter().map(|(_, s)| s.function.as_str()).collect();
+    assert_eq!(sites[0], "config_get+0x10");
+}
+
+#[test]
+fn percentiles_come_from_the_histograms() {
+    let a = sample_analysis();
+    let queue = a.locks.iter().find(|l| l.id == 1).unwrap();
+    // Waits: 12000 + 11000 at ~15 µs (bucket [8192,16384)), 9000 + 100 at ~10 µs (same bucket).
+    assert_eq!(queue.agg.wait_percentile_ns(50.0), Some(16_383));
+    assert_eq!(queue.agg.wait_avg_ns(), Some(441_000_000 / 32_100));
+    let heap = a.locks.iter().find(|l| l.id == 4).unwrap();
+    assert_eq!(heap.agg.wait_percentile_ns(99.0), None);
+    assert_eq!(heap.agg.wait_avg_ns(), None);
+}
+
+fn json_of(a: &Analysis, opts: ReportOptions) -> Value {
+    let s = render_to(a, |a, w| json(a, &opts, w));
+    serde_json::from_str(&s).expect("valid JSON")
+}
+
+#[test]
+fn json_has_the_schema_and_exact_numbers() {
+    let a = sample_analysis();
+    let v = json_of(&a, ReportOptions { format: Format::Json, ..Default::default() });
+    assert_eq!(v["schema_version"], 1);
+    let t = &v["totals"];
+    assert_eq!(t["acquisitions"], 524_110);
+    assert_eq!(t["contended"], 33_113);
+    assert_eq!(t["wait_ns"], 484_901_500);
+    assert_eq!(t["hold_ns"], 217_709_000);
+    assert_eq!(t["dropped"], 0);
+    assert_eq!(t["locks"], 4);
+    for k in ["pid", "cmdline", "duration_ns", "cpu_count", "hold_timing", "end_reason", "clock"] {
+        assert!(v["header"].get(k).is_some(), "header.{k}");
+    }
+    assert_eq!(v["header"]["hold_timing"], "on");
+    assert_eq!(v["header"]["end_reason"], "exit");
+    assert_eq!(v["header"]["clock"]["source"], "tsc");
+    for k in ["acquisitions", "locks", "threads", "holds"] {
+        assert_eq!(v["dropped"][k], 0, "dropped.{k}");
+    }
+    assert_eq!(v["overhead"]["ns_per_pair"], 24);
+
+    let locks = v["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 4, "all locks without an explicit top");
+    let q = &locks[0];
+    for k in [
+        "kind",
+        "name",
+        "address",
+        "generation",
+        "acquisitions",
+        "read_acquisitions",
+        "write_acquisitions",
+        "contended",
+        "trylock_failures",
+        "wait_ns_total",
+        "wait_ns_max",
+        "hold_ns_total",
+        "hold_ns_max",
+        "owner_changes",
+        "wait_hist_log2_ns",
+        "hold_hist_log2_ns",
+        "cnt_hold",
+        "cnt_lock",
+        "cond_waits",
+        "cond_wait_ns",
+        "sites",
+    ] {
+        assert!(q.get(k).is_some(), "locks[].{k}");
+    }
+    assert_eq!(q["kind"], "mutex");
+    assert_eq!(q["name"], "queue_lock");
+    assert_eq!(q["address"], "0x555555558040");
+    assert_eq!(q["acquisitions"], 129_000);
+    assert_eq!(q["contended"], 32_100);
+    assert_eq!(q["wait_ns_total"], 441_000_000);
+    assert_eq!(q["wait_ns_max"], 3_100_000);
+    assert_eq!(q["cnt_lock"], 32_100);
+    // Histograms: bucket i = [2^(i-1), 2^i) ns, trailing zeros trimmed.
+    let wh = q["wait_hist_log2_ns"].as_array().unwrap();
+    assert_eq!(wh.len(), 15);
+    assert_eq!(wh[14], 32_100);
+    let sites = q["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 2);
+    for k in [
+        "function",
+        "address",
+        "acquisitions",
+        "contended",
+        "cnt_hold",
+        "cnt_lock",
+        "wait_ns_total",
+        "hold_ns_total",
+        "wait_ns_max",
+        "hold_ns_max",
+    ] {
+        assert!(sites[0].get(k).is_some(), "sites[].{k}");
+    }
+    assert_eq!(sites[0]["function"], "queue_push+0x24");
+    assert_eq!(sites[0]["address"], format!("{SITE_PUSH:#x}"));
+    assert_eq!(sites[0]["acquisitions"], 78_000);
+    assert_eq!(sites[0]["module"], "app");
+
+    let config = &locks[1];
+    assert_eq!(config["kind"], "rwlock");
+    assert_eq!(config["read_acquisitions"], 390_000);
+    assert_eq!(config["write_acquisitions"], 100);
+    let spin = &locks[2];
+    assert_eq!(spin["kind"], "spinlock");
+    assert!(spin["name"].is_null());
+    assert_eq!(locks[3]["generation"], 2);
+    assert_eq!(locks[3]["wait_hist_log2_ns"].as_array().unwrap().len(), 0);
+    assert!(locks[3]["wait_ns_p50"].is_null());
+
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3);
+    for k in ["tid", "name", "acquisitions", "contended", "wait_ns_total", "hold_ns_total"] {
+        assert!(threads[0].get(k).is_some(), "threads[].{k}");
+    }
+    let cpus = v["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 2);
+    assert_eq!(cpus[0]["cpu"], 0);
+    assert_eq!(cpus[0]["wait_ns"], 234_901_500);
+}
+
+#[test]
+fn json_top_and_sort() {
+    let a = sample_analysis();
+    let v = json_of(
+        &a,
+        ReportOptions { top: Some(1), sort: SortKey::Acquisitions, ..Default::default() },
+    );
+    assert_eq!(v["locks"].as_array().unwrap().len(), 1);
+    assert_eq!(v["locks"][0]["name"], "config_lock");
+    assert_eq!(v["threads"].as_array().unwrap().len(), 1);
+    assert_eq!(v["top"], 1);
+    assert_eq!(v["sort"], "acquisitions");
+    assert_eq!(v["totals"]["locks"], 4, "totals cover the whole profile");
+}
+
+#[test]
+fn json_states_drops_and_timing_modes() {
+    let mut p = sample_profile();
+    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 7 };
+    p.header.hold_timing = HoldTiming::Sampled(16);
+    p.header.end_reason = EndReason::Signal(15);
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let v = json_of(&a, ReportOptions::default());
+    assert_eq!(v["totals"]["dropped"], 1234);
+    assert_eq!(v["dropped"]["locks"], 5);
+    assert_eq!(v["dropped"]["holds"], 7);
+    assert_eq!(v["header"]["hold_timing"], "sampled");
+    assert_eq!(v["header"]["hold_sample_every"], 16);
+    assert_eq!(v["header"]["end_reason"], "signal");
+    assert_eq!(v["header"]["end_signal"], 15);
+}
+
+fn csv_rows(a: &Analysis, by: By, top: Option<usize>) -> (Vec<String>, Vec<Vec<String>>) {
+    let opts = ReportOptions { by, top, format: Format::Csv, ..Default::default() };
+    let s = render_to(a, |a, w| csv(a, &opts, w));
+    let mut rd = ::csv::Reader::from_reader(s.as_bytes());
+    let head = rd.headers().unwrap().iter().map(String::from).collect();
+    let rows = rd.records().map(|r| r.unwrap().iter().map(String::from).collect()).collect();
+    (head, rows)
+}
+
+#[test]
+fn csv_parses_with_json_field_names() {
+    let a = sample_analysis();
+    let (head, rows) = csv_rows(&a, By::Lock, None);
+    assert_eq!(rows.len(), 4);
+    let col = |n: &str| head.iter().position(|h| h == n).unwrap_or_else(|| panic!("column {n}"));
+    assert_eq!(rows[0][col("name")], "queue_lock");
+    assert_eq!(rows[0][col("address")], "0x555555558040");
+    assert_eq!(rows[0][col("wait_ns_total")], "441000000");
+    assert_eq!(rows[1][col("read_acquisitions")], "390000");
+    assert_eq!(rows[2][col("name")], "");
+    assert_eq!(rows[3][col("wait_ns_avg")], "");
+    for k in
+        ["kind", "generation", "acquisitions", "contended", "cnt_hold", "cnt_lock", "hold_ns_max"]
+    {
+        col(k);
+    }
+
+    let (head, rows) = csv_rows(&a, By::Site, Some(2));
+    assert_eq!(rows.len(), 2);
+    let f = head.iter().position(|h| h == "function").unwrap();
+    assert_eq!(rows[0][f], "queue_push+0x24");
+    let (_, rows) = csv_rows(&a, By::Thread, None);
+    assert_eq!(rows.len(), 3);
+    let (head, rows) = csv_rows(&a, By::Cpu, None);
+    assert_eq!(head, ["cpu", "acquisitions", "contended", "contention_pct", "wait_ns"]);
+    assert_eq!(rows.len(), 2);
+}
+
+#[test]
+fn csv_quotes_awkward_names() {
+    let mut p = sample_profile();
+    p.locks[0].name = Some("a, \"b\"".into());
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let (head, rows) = csv_rows(&a, By::Lock, None);
+    let n = head.iter().position(|h| h == "name").unwrap();
+    assert_eq!(rows[0][n], "a, \"b\"");
+}
+
+fn text_of(a: &Analysis, opts: ReportOptions) -> String {
+    render_to(a, |a, w| text(a, &opts, w))
+}
+
+#[test]
+fn text_states_the_headline() {
+    let a = sample_analysis();
+    let s = text_of(&a, ReportOptions::default());
+    // 484.9015 ms over 2 s = 242.45 ms/s of 4000 ms/s = 6.06%.
+    assert!(s.contains("wait: 242.5 ms/s of 4 x 1000 ms/s available (6.1% of CPU time)"), "{s}");
+    assert!(s.contains("./app --threads 2 (pid 4242)"));
+    assert!(!s.contains("WARNING"));
+}
+
+#[test]
+fn text_warns_loudly_about_drops() {
+    let mut p = sample_profile();
+    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 0, holds: 0 };
+    p.header.hold_timing = HoldTiming::Off;
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let s = text_of(&a, ReportOptions::default());
+    assert!(
+        s.contains(
+            "1234 acquisitions on ~5 locks not recorded: tables full; raise LOCKMETER_LOCKS / LOCKMETER_RECORDS"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("WARNING"));
+    assert!(s.contains("hold timing was off"));
+    let sum = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
+    assert!(sum.contains("not recorded: tables full"));
+}
+
+#[test]
+fn text_top_n_limits_rows() {
+    let a = sample_analysis();
+    let s = text_of(&a, ReportOptions { top: Some(2), ..Default::default() });
+    assert!(s.contains("locks by total wait (top 2 of 4):"), "{s}");
+    assert!(s.contains("queue_lock") && s.contains("config_lock"));
+    assert!(!s.contains("0x7f3a2c001000"));
+    let s = text_of(&a, ReportOptions { by: By::Thread, top: Some(1), ..Default::default() });
+    assert!(s.contains("threads by total wait (top 1 of 3):"), "{s}");
+    assert_eq!(s.matches("worker-").count(), 1);
+}
+
+#[test]
+fn text_columns_align() {
+    let a = sample_analysis();
+    for by in [By::Lock, By::Site, By::Thread, By::Cpu] {
+        let s = text_of(&a, ReportOptions { by, ..Default::default() });
+        let table: Vec<&str> = s
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("CON%"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(table.len() > 1, "{by}: {s}");
+        // Every numeric column ends at the same char position on every row.
+        let head = table[0];
+        let ends: Vec<usize> = ["ACQUIRED", "CONTENDED", "WAIT-TOTAL"]
+            .iter()
+            .map(|h| head.find(h).unwrap() + h.len())
+            .collect();
+        for row in &table[1..] {
+            let chars: Vec<char> = row.chars().collect();
+            for &e in &ends {
+                assert!(chars.len() >= e, "{by}: short row {row:?}");
+                assert_ne!(chars[e - 1], ' ', "{by}: misaligned {row:?}");
+                if chars.len() > e {
+                    assert_eq!(chars[e], ' ', "{by}: misaligned {row:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_profile_renders() {
+    let a = Analysis::new(&Profile::default(), &SymbolizeOptions::default());
+    let s = text_of(&a, ReportOptions::default());
+    assert!(s.contains("wait: 0 in total (run duration unknown)"), "{s}");
+    assert!(s.contains("no lock acquisitions were recorded"));
+    let v = json_of(&a, ReportOptions::default());
+    assert_eq!(v["locks"].as_array().unwrap().len(), 0);
+    assert!(v["headline"]["wait_ms_per_s"].is_null());
+    for by in [By::Site, By::Thread, By::Cpu] {
+        text_of(&a, ReportOptions { by, ..Default::default() });
+        csv_rows(&a, by, None);
+    }
+}
+
+#[test]
+fn render_dispatches_on_format() {
+    let a = sample_analysis();
+    for (format, starts) in
+        [(Format::Text, "lockmeter: "), (Format::Json, "{"), (Format::Csv, "id,kind")]
+    {
+        let opts = ReportOptions { format, ..Default::default() };
+        let s = common::render_to(&a, |a, w| lockmeter_report::render(a, &opts, w));
+        assert!(s.starts_with(starts), "{format}: {s}");
+    }
+}
