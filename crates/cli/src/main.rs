@@ -1,1 +1,54 @@
-fn main() {}
+//! `lockmeter`: argument parsing and wiring only. The work is done by the library crates:
+//! `lockmeter-preload` (the collector), `lockmeter-format` (profiles), `lockmeter-report`
+//! (reports) and `lockmeter-bench` (the lock laboratory).
+
+mod demo;
+mod report_cmd;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A lock-contention meter and lock laboratory for Linux.
+#[derive(Debug, Parser)]
+#[command(name = "lockmeter", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a program and meter every pthread lock it takes.
+    Run(run::RunArgs),
+    /// Print a report of a profile.
+    Report(report_cmd::ReportArgs),
+    /// Run a bundled multithreaded program under `run` and show its report.
+    Demo(demo::DemoArgs),
+    /// The demo's workload (used by `lockmeter demo`).
+    #[command(hide = true, name = "__demo-workload")]
+    DemoWorkload(demo::WorkloadArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
+        Command::Demo(a) => demo::demo(a),
+        Command::DemoWorkload(a) => {
+            demo::workload(a);
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("lockmeter: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

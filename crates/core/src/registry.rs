@@ -152,6 +152,12 @@ impl<'a> Registry<'a> {
 
     fn refuse(&self, addr: u64) {
         self.refused.fetch_add(1, Relaxed);
+        self.note_unrecorded(addr);
+    }
+
+    /// Notes that an acquisition of the lock at `addr` was not recorded (for any reason), so that
+    /// [`Registry::unrecorded_locks_estimate`] counts the lock.
+    pub fn note_unrecorded(&self, addr: u64) {
         let bit = (mix64(addr ^ 0x9e37_79b9_7f4a_7c15) as usize) % OVERFLOW_BITS;
         if let Some(w) = self.overflow.get(bit / 64) {
             w.fetch_or(1 << (bit % 64), Relaxed);
@@ -163,8 +169,8 @@ impl<'a> Registry<'a> {
         self.refused.load(Relaxed)
     }
 
-    /// Estimated number of distinct lock addresses refused (linear counting).
-    pub fn refused_locks_estimate(&self) -> u64 {
+    /// Estimated number of distinct locks refused or noted unrecorded (linear counting).
+    pub fn unrecorded_locks_estimate(&self) -> u64 {
         let set: u32 = self.overflow.iter().map(|w| w.load(Relaxed).count_ones()).sum();
         if set == 0 {
             return 0;
@@ -213,7 +219,7 @@ mod tests {
         let ok = (1..=1000u64).filter(|a| r.lookup(a * 64, LockKind::Mutex).is_some()).count();
         assert_eq!(ok, 60);
         assert_eq!(r.iter().count(), 60);
-        let est = r.refused_locks_estimate();
+        let est = r.unrecorded_locks_estimate();
         assert!((800..=1100).contains(&est), "estimate {est} for 940 refused locks");
         assert_eq!(r.refused_lookups(), 940);
     }

@@ -1,0 +1,53 @@
+//! `lockmeter report`.
+
+use anyhow::{Context, Result};
+use lockmeter_report::{Analysis, By, Format, ReportOptions, SortKey, SymbolizeOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Options of `lockmeter report`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// The profile to read (written by `lockmeter run`).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// View: lock, site, thread or cpu.
+    #[arg(long, default_value = "lock")]
+    by: By,
+    /// Sort key: wait, wait-max, hold, hold-max, acquisitions, contended, contention-rate, name.
+    #[arg(long, default_value = "wait")]
+    sort: SortKey,
+    /// Rows to show (default: 20 in text; every row in json and csv).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// Output format: text, json or csv.
+    #[arg(long, default_value = "text")]
+    format: Format,
+    /// Do not read the program's ELF files to name call sites and static locks.
+    #[arg(long)]
+    no_symbols: bool,
+}
+
+fn load(file: &Path, symbols: bool) -> Result<Analysis> {
+    let profile = lockmeter_format::read_profile_file(file)?;
+    Ok(Analysis::new(&profile, &SymbolizeOptions { enabled: symbols }))
+}
+
+/// `lockmeter report`.
+pub(crate) fn report(a: ReportArgs) -> Result<()> {
+    let analysis = load(&a.file, !a.no_symbols)?;
+    let opts = ReportOptions { by: a.by, sort: a.sort, top: a.top, format: a.format };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    lockmeter_report::render(&analysis, &opts, &mut out).context("cannot write the report")?;
+    out.flush().context("cannot write the report")?;
+    Ok(())
+}
+
+/// The short report `run` prints.
+pub(crate) fn summary(file: &Path, top: usize) -> Result<String> {
+    let analysis = load(file, true)?;
+    let mut v = Vec::new();
+    lockmeter_report::summary(&analysis, top, &mut v)?;
+    Ok(String::from_utf8_lossy(&v).into_owned())
+}

@@ -1,0 +1,255 @@
+//! `lockmeter run`: runs a program with the preload library and reports what it measured.
+
+use anyhow::{Context, Result, bail};
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::SystemTime;
+
+/// Hold timing of the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    On,
+    Off,
+    Sample(u32),
+}
+
+impl std::str::FromStr for Hold {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "on" => Ok(Hold::On),
+            "off" => Ok(Hold::Off),
+            _ => match s.strip_prefix("sample:").and_then(|n| n.parse::<u32>().ok()) {
+                Some(n) if n >= 2 => Ok(Hold::Sample(n)),
+                _ => Err(format!("'{s}' is not a hold timing mode: use on, off or sample:N (N >= 2)")),
+            },
+        }
+    }
+}
+
+/// Options of `lockmeter run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Profile file to write (default: lockmeter-N.lmp in the current directory, a new N).
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// Do not print the short report when the program ends.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// Hold timing: on (every hold), off (only contended waits are timed), sample:N (1 in N).
+    #[arg(long, default_value = "on", value_name = "MODE")]
+    pub(crate) hold: Hold,
+    /// Records per thread: (lock, call site, mode) combinations one thread can keep.
+    #[arg(long, value_name = "N")]
+    pub(crate) records: Option<u64>,
+    /// Distinct lock addresses the registry can keep.
+    #[arg(long, value_name = "N")]
+    pub(crate) locks: Option<u64>,
+    /// Threads that get their own table.
+    #[arg(long, value_name = "N")]
+    pub(crate) threads: Option<u64>,
+    /// Locks shown in the short report.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub(crate) top: usize,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+}
+
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Finds `liblockmeter_preload.so`: `$LOCKMETER_PRELOAD`, next to this executable, or in
+/// `../lib/lockmeter/` relative to it.
+pub(crate) fn find_preload() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("LOCKMETER_PRELOAD") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("LOCKMETER_PRELOAD={} is not a file; unset it or point it at liblockmeter_preload.so", p.display());
+    }
+    let exe = std::env::current_exe().context("cannot find the lockmeter executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let name = "liblockmeter_preload.so";
+    for cand in [dir.join(name), dir.join("../lib/lockmeter").join(name), dir.join("..").join(name)] {
+        if cand.is_file() {
+            return Ok(cand.canonicalize().unwrap_or(cand));
+        }
+    }
+    bail!(
+        "cannot find {name} next to {}; build it with `cargo build --release` (it is part of the workspace) or set LOCKMETER_PRELOAD",
+        exe.display()
+    )
+}
+
+/// The first `lockmeter-N.lmp` that does not exist yet.
+pub(crate) fn default_output(stem: &str) -> PathBuf {
+    (1..).map(|n| PathBuf::from(format!("{stem}-{n}.lmp"))).find(|p| !p.exists() && !p.with_extension("lmp.tmp").exists()).unwrap_or_default()
+}
+
+/// Which program `cmd` names, as the shell would find it.
+fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
+    let p = Path::new(cmd);
+    if p.components().count() > 1 || cmd.to_string_lossy().contains('/') {
+        if p.exists() {
+            return Ok(p.to_path_buf());
+        }
+        bail!("cannot run '{}': no such file", p.display());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for d in std::env::split_paths(&path) {
+        let c = d.join(p);
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    bail!("cannot run '{}': not found on PATH", p.display())
+}
+
+/// Result of running a program under the collector.
+pub(crate) struct Ran {
+    pub(crate) status: std::process::ExitStatus,
+    pub(crate) main: Option<PathBuf>,
+    pub(crate) others: Vec<PathBuf>,
+}
+
+/// Runs `command` under the preload, writing `output`.
+pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -> Result<Ran> {
+    let Some(prog) = command.first() else { bail!("no program given: lockmeter run -- PROGRAM [ARGS...]") };
+    resolve_program(prog)?;
+    let lib = find_preload()?;
+    let output = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
+    if output.exists() {
+        let mut old = output.clone().into_os_string();
+        old.push(".old");
+        std::fs::rename(&output, &old)
+            .with_context(|| format!("cannot move the existing {} aside", output.display()))?;
+        eprintln!("lockmeter: moved the existing {} to {}", output.display(), PathBuf::from(&old).display());
+    }
+    let mut preload = lib.into_os_string();
+    if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(prev);
+    }
+    let mut cmd = Command::new(prog);
+    cmd.args(&command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("LOCKMETER_OUTPUT", &output)
+        .env("LOCKMETER_ROOT_PPID", std::process::id().to_string())
+        .env(
+            "LOCKMETER_HOLD",
+            match args.hold {
+                Hold::On => "on".to_string(),
+                Hold::Off => "off".to_string(),
+                Hold::Sample(n) => format!("sample:{n}"),
+            },
+        );
+    if lockmeter_core::clock::tsc_is_invariant() {
+        let hz = lockmeter_core::clock::measure_tsc_hz(30_000_000);
+        cmd.env("LOCKMETER_CLOCK", "tsc").env("LOCKMETER_TSC_HZ", hz.to_string());
+    }
+    for (var, v) in [("LOCKMETER_RECORDS", args.records), ("LOCKMETER_LOCKS", args.locks), ("LOCKMETER_THREADS", args.threads)] {
+        if let Some(v) = v {
+            cmd.env(var, v.to_string());
+        }
+    }
+    // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
+    // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
+    let start = SystemTime::now();
+    // SAFETY: installing an async-signal-safe handler / ignoring signals in this process.
+    let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: as above; a signal the caller ignored stays ignored.
+        unsafe {
+            if libc::signal(sig, forward as *const () as libc::sighandler_t) == libc::SIG_IGN {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+        }
+    }
+    // SAFETY: the closure only calls signal(2), which is async-signal-safe, in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGINT, old_int);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))?;
+    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let status = child.wait().context("cannot wait for the program")?;
+    CHILD.store(0, Ordering::Relaxed);
+
+    let main = output.is_file().then(|| output.clone());
+    let mut others = Vec::new();
+    if let (Some(dir), Some(name)) = (output.parent(), output.file_name()) {
+        let prefix = format!("{}.", name.to_string_lossy());
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                let Some(rest) = n.strip_prefix(&prefix) else { continue };
+                if !rest.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+                    continue;
+                }
+                let fresh = e.metadata().and_then(|m| m.modified()).map(|m| m >= start).unwrap_or(false);
+                if fresh {
+                    others.push(e.path());
+                }
+            }
+        }
+    }
+    others.sort();
+    Ok(Ran { status, main, others })
+}
+
+/// `lockmeter run`.
+pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
+    let output = args.output.clone().unwrap_or_else(|| default_output("lockmeter"));
+    let ran = run_metered(&args.command, &output, &args)?;
+    finish(&args.command, &ran, args.quiet, args.top)
+}
+
+/// Prints the short report and the files written, and turns the program's status into ours.
+pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -> Result<ExitCode> {
+    let prog = command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    match &ran.main {
+        Some(main) => {
+            if !quiet {
+                match crate::report_cmd::summary(main, top) {
+                    Ok(s) => eprint!("{s}"),
+                    Err(e) => eprintln!("lockmeter: {e:#}"),
+                }
+            }
+            eprintln!("lockmeter: profile written to {}", main.display());
+        }
+        None if ran.others.is_empty() => {
+            eprintln!(
+                "lockmeter: {prog} wrote no profile (killed by SIGKILL, statically linked, or it never started?)"
+            );
+        }
+        None => {}
+    }
+    if !ran.others.is_empty() {
+        eprintln!("lockmeter: {} more profile(s), from child processes or exec'd images:", ran.others.len());
+        for o in &ran.others {
+            eprintln!("  {}", o.display());
+        }
+    }
+    if let Some(code) = ran.status.code() {
+        return Ok(ExitCode::from(code as u8));
+    }
+    let sig = ran.status.signal().unwrap_or(0);
+    // SAFETY: strsignal returns a static or thread-local string for any number.
+    let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned();
+    eprintln!("lockmeter: {prog} was killed by signal {sig} ({name})");
+    Ok(ExitCode::from((128 + sig).min(255) as u8))
+}

@@ -1,0 +1,465 @@
+//! Writing the profile: once per process image, at `exit`, `_exit`, `exec*` or a fatal signal.
+//!
+//! Async-signal-safe: no allocation, no lock, raw system calls only; big buffers are static and
+//! owned by the one thread that wins the `DUMP` flag. The file is written under a temporary name
+//! and then `link`ed to its final name, which never overwrites an existing file: the profile is
+//! never seen half-written under its final name.
+
+use crate::state::{self, CFG, STATE};
+use crate::sys::{self, PathBuf};
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use lockmeter_core::{LockKind, Mode, clock};
+use lockmeter_format::{BufSink, Encoder, HeaderRef, MapRef, Sink, SinkError};
+use lockmeter_format::{ClockInfo, CpuStats, Dropped, EndReason, HoldTiming, Overhead};
+
+/// Why the profile is written.
+#[derive(Clone, Copy)]
+pub(crate) enum End {
+    Exit,
+    UnderscoreExit,
+    Signal(c_int),
+    Exec,
+}
+
+/// 0 = not written, 1 = being written, 2 = written.
+static DUMP: AtomicU8 = AtomicU8::new(0);
+
+/// Run facts recorded at start-up.
+pub(crate) static PID: AtomicU32 = AtomicU32::new(0);
+pub(crate) static IS_ROOT: AtomicBool = AtomicBool::new(false);
+pub(crate) static START_UNIX_NS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static START_MONO_NS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static START_TICKS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
+/// Registry slot and generation of the calibration lock, left out of the profile.
+pub(crate) static CALIB_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Static buffers of the (single) dumping thread.
+struct Bufs {
+    out_base: PathBuf,
+    path: PathBuf,
+    tmp: PathBuf,
+    scratch: PathBuf,
+    cmdline: [u8; 32768],
+    exe: [u8; 4096],
+    chunk: [u8; 65536],
+    comm: [u8; 64],
+}
+
+struct Shared(UnsafeCell<Bufs>);
+// SAFETY: `Bufs` is only touched by the thread that set DUMP from 0 to 1 (or by the constructor,
+// before any other thread of ours can run), so never concurrently.
+unsafe impl Sync for Shared {}
+
+static BUFS: Shared = Shared(UnsafeCell::new(Bufs {
+    out_base: PathBuf::new(),
+    path: PathBuf::new(),
+    tmp: PathBuf::new(),
+    scratch: PathBuf::new(),
+    cmdline: [0; 32768],
+    exe: [0; 4096],
+    chunk: [0; 65536],
+    comm: [0; 64],
+}));
+
+/// Sets the output base name (from `LOCKMETER_OUTPUT`). Constructor only.
+pub(crate) fn set_output(base: &[u8]) {
+    // SAFETY: called from the constructor, before any hook meters or dumps.
+    let b = unsafe { &mut *BUFS.0.get() };
+    b.out_base.clear().push(base);
+}
+
+/// A sink on a raw file descriptor.
+struct FdSink(c_int);
+
+impl Sink for FdSink {
+    fn write_all(&mut self, buf: &[u8]) -> Result<(), SinkError> {
+        if sys::write_all(self.0, buf) { Ok(()) } else { Err(SinkError::Os(sys::errno())) }
+    }
+}
+
+/// Writes the profile of this process image, once. Returns whether this call wrote it.
+pub(crate) fn write_profile(end: End) -> bool {
+    let saved_errno = sys::errno();
+    let wrote = write_profile_inner(end);
+    sys::set_errno(saved_errno);
+    wrote
+}
+
+fn write_profile_inner(end: End) -> bool {
+    if STATE.load(Acquire) != state::READY {
+        return false;
+    }
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    if pid != PID.load(Relaxed) {
+        // A vfork child sharing our memory: leave the parent's profile alone.
+        return false;
+    }
+    if DUMP.compare_exchange(0, 1, AcqRel, Acquire).is_err() {
+        return false;
+    }
+    STATE.store(state::DONE, Release);
+    // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
+    let b = unsafe { &mut *BUFS.0.get() };
+    let ok = encode_to_file(b, pid, end);
+    DUMP.store(if ok { 2 } else { 0 }, Release);
+    ok
+}
+
+fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
+    b.tmp.clear();
+    if b.out_base.bytes().is_empty() {
+        b.tmp.push(b"lockmeter-").push_u64(pid as u64).push(b".lmp");
+    } else {
+        b.tmp.push(b.out_base.bytes());
+    }
+    b.tmp.push(b".tmp.").push_u64(pid as u64);
+    // SAFETY: `tmp` is NUL-terminated.
+    let fd = unsafe {
+        libc::open(b.tmp.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, 0o644)
+    };
+    if fd < 0 {
+        complain(b"cannot create the profile file ", b.tmp.bytes());
+        return false;
+    }
+    let ok = encode(b, fd, pid, end);
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    if !ok {
+        complain(b"cannot write the profile file ", b.tmp.bytes());
+        // SAFETY: NUL-terminated path.
+        unsafe { libc::unlink(b.tmp.as_ptr()) };
+        return false;
+    }
+    // Final name: never overwrite. Root process: BASE, else BASE.PID; then .1, .2, ...
+    for n in 0..10_000u64 {
+        b.path.clear();
+        let base_empty = b.out_base.bytes().is_empty();
+        if base_empty {
+            b.path.push(b"lockmeter-").push_u64(pid as u64);
+        } else {
+            b.path.push(b.out_base.bytes());
+            if !IS_ROOT.load(Relaxed) {
+                b.path.push(b".").push_u64(pid as u64);
+            }
+        }
+        if n > 0 {
+            if !base_empty && IS_ROOT.load(Relaxed) {
+                b.path.push(b".").push_u64(pid as u64);
+            }
+            b.path.push(b".").push_u64(n);
+        }
+        if base_empty {
+            b.path.push(b".lmp");
+        }
+        // SAFETY: both NUL-terminated.
+        if unsafe { libc::link(b.tmp.as_ptr(), b.path.as_ptr()) } == 0 {
+            // SAFETY: NUL-terminated.
+            unsafe { libc::unlink(b.tmp.as_ptr()) };
+            return true;
+        }
+        if sys::errno() != libc::EEXIST {
+            // A file system without hard links: fall back to rename of a fresh name.
+            // SAFETY: NUL-terminated.
+            if unsafe { libc::access(b.path.as_ptr(), libc::F_OK) } != 0
+                // SAFETY: NUL-terminated.
+                && unsafe { libc::rename(b.tmp.as_ptr(), b.path.as_ptr()) } == 0
+            {
+                return true;
+            }
+        }
+    }
+    complain(b"cannot find a free name for the profile ", b.tmp.bytes());
+    false
+}
+
+fn complain(what: &[u8], path: &[u8]) {
+    sys::write_stderr(b"lockmeter: ");
+    sys::write_stderr(what);
+    sys::write_stderr(path);
+    sys::write_stderr(b"\n");
+}
+
+fn encode(b: &mut Bufs, fd: c_int, pid: u32, end: End) -> bool {
+    let Ok(mut enc) = Encoder::begin(BufSink::<FdSink, 16384>::new(FdSink(fd))) else { return false };
+    if write_records(b, &mut enc, pid, end).is_none() {
+        return false;
+    }
+    match enc.finish() {
+        Ok(mut s) => s.flush().is_ok(),
+        Err(_) => false,
+    }
+}
+
+type Enc = Encoder<BufSink<FdSink, 16384>>;
+
+fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> {
+    let end_mono = clock::monotonic_ns();
+    let end_ticks = clock::now();
+    let start_mono = START_MONO_NS.load(Relaxed);
+    let duration = end_mono.saturating_sub(start_mono);
+    let hz = CFG.calib_hz.load(Relaxed);
+    let hz_run = if duration > 100_000_000 && clock::source() == clock::Source::Tsc {
+        ((end_ticks.wrapping_sub(START_TICKS.load(Relaxed)) as u128 * 1_000_000_000) / duration as u128) as u64
+    } else {
+        0
+    };
+    let cmdline = sys::read_file(c"/proc/self/cmdline", &mut b.cmdline);
+    // SAFETY: the path is NUL-terminated and `exe` is a writable buffer of the given size.
+    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), b.exe.as_mut_ptr().cast(), b.exe.len()) };
+    let exe = b.exe.get(..n.max(0) as usize).unwrap_or(&[]);
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+    let hold_timing = match CFG.hold_every.load(Relaxed) {
+        0 => HoldTiming::On,
+        1 => HoldTiming::Off,
+        n => HoldTiming::Sampled(n),
+    };
+    let end_reason = match end {
+        End::Exit => EndReason::Exit,
+        End::UnderscoreExit => EndReason::UnderscoreExit,
+        End::Signal(s) => EndReason::Signal(s),
+        End::Exec => EndReason::Exec,
+    };
+    enc.header(&HeaderRef {
+        collector: "preload",
+        lockmeter_version: env!("CARGO_PKG_VERSION"),
+        pid,
+        // SAFETY: getppid has no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        image_seq: 0,
+        cmdline,
+        exe,
+        start_unix_ns: START_UNIX_NS.load(Relaxed),
+        end_unix_ns: clock::realtime_ns(),
+        duration_ns: duration,
+        clock: ClockInfo { source: clock::source() as u8, hz, hz_run },
+        cpu_count: cpus,
+        hold_timing,
+        end_reason,
+    })
+    .ok()?;
+
+    write_maps(b, enc)?;
+
+    // Threads.
+    for sh in state::shards() {
+        b.scratch.clear().push(b"/proc/self/task/").push_u64(sh.tid as u64).push(b"/comm");
+        // SAFETY: `scratch` is NUL-terminated and outlives the call.
+        let path = unsafe { core::ffi::CStr::from_ptr(b.scratch.as_ptr()) };
+        let comm = sys::read_file(path, &mut b.comm);
+        let comm = comm.strip_suffix(b"\n").unwrap_or(comm);
+        let name: &[u8] = if comm.is_empty() {
+            let n = sh.name.iter().position(|&c| c == 0).unwrap_or(sh.name.len());
+            sh.name.get(..n).unwrap_or(&[])
+        } else {
+            comm
+        };
+        enc.thread(sh.index, sh.tid, name).ok()?;
+    }
+
+    // Locks and records, with dense lock ids assigned in a scratch map.
+    let reg = state::registry()?;
+    let total: usize = state::shards().map(|s| s.table.len()).sum();
+    let ids = IdMap::new(total);
+    let calib = CALIB_KEY.load(Relaxed);
+    for sh in state::shards() {
+        for (k1, site, live) in sh.table.iter() {
+            let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
+            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+            if pair == calib {
+                continue;
+            }
+            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else { continue };
+            let (id, new) = ids.get(pair)?;
+            if new {
+                let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
+                enc.lock(id, addr, gen_, kind, None).ok()?;
+            }
+            let st = live.snapshot();
+            enc.stats(sh.index, id, site, mode, &st).ok()?;
+        }
+    }
+    ids.free();
+
+    // Per-CPU totals.
+    for cpu in 0..state::MAX_CPUS {
+        let mut c = CpuStats { cpu: cpu as u32, ..Default::default() };
+        for sh in state::shards() {
+            if let Some(x) = sh.cpus.get(cpu) {
+                c.acquisitions += x.acquisitions.get();
+                c.contended += x.contended.get();
+                c.wait_ns += x.wait_ns.get();
+            }
+        }
+        if c.acquisitions > 0 {
+            enc.cpu(&c).ok()?;
+        }
+    }
+
+    let mut d = Dropped {
+        acquisitions: state::ACQ_NO_SHARD.load(Relaxed),
+        locks: reg.unrecorded_locks_estimate(),
+        threads: state::THREADS_REFUSED.load(Relaxed),
+        holds: 0,
+    };
+    let mut acquisitions = 0u64;
+    for sh in state::shards() {
+        d.acquisitions += sh.dropped.get();
+        d.holds += sh.held_overflow.get();
+        for (_, _, live) in sh.table.iter() {
+            acquisitions += live.acquisitions.get();
+        }
+    }
+    enc.dropped(&d).ok()?;
+    let per_pair = NS_PER_PAIR.load(Relaxed);
+    enc.overhead(&Overhead {
+        ns_per_pair: per_pair,
+        estimated_total_ns: per_pair.saturating_mul(acquisitions),
+        memory_bytes: state::MAPPED_BYTES.load(Relaxed),
+    })
+    .ok()?;
+    Some(())
+}
+
+/// Streams `/proc/self/maps` into map records.
+fn write_maps(b: &mut Bufs, enc: &mut Enc) -> Option<()> {
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Some(());
+    }
+    let mut have = 0usize;
+    let mut result = Some(());
+    loop {
+        let Some(rest) = b.chunk.get_mut(have..) else { break };
+        if rest.is_empty() {
+            // A single line longer than the buffer: drop it.
+            have = 0;
+            continue;
+        }
+        // SAFETY: `rest` is a valid writable buffer.
+        let r = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
+        if r < 0 && sys::errno() == libc::EINTR {
+            continue;
+        }
+        if r <= 0 {
+            break;
+        }
+        have += r as usize;
+        let data = b.chunk.get(..have).unwrap_or(&[]);
+        let mut start = 0;
+        while let Some(nl) = data.get(start..).and_then(|d| d.iter().position(|&c| c == b'\n')) {
+            let line = data.get(start..start + nl).unwrap_or(&[]);
+            if let Some(m) = MapRef::parse_line(line)
+                && enc.map(&m).is_err()
+            {
+                result = None;
+            }
+            start += nl + 1;
+        }
+        b.chunk.copy_within(start..have, 0);
+        have -= start;
+        if result.is_none() {
+            break;
+        }
+    }
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// (slot, generation) -> dense lock id, in a scratch mapping (no allocator).
+struct IdMap {
+    keys: *mut u64,
+    vals: *mut u32,
+    cap: usize,
+    bytes: usize,
+    next: core::cell::Cell<u32>,
+}
+
+impl IdMap {
+    fn new(n: usize) -> Self {
+        let cap = (n.max(1) * 2).next_power_of_two();
+        let bytes = cap * 12;
+        let mem = state::map_zeroed(bytes);
+        IdMap {
+            keys: mem.cast(),
+            // SAFETY: in bounds of the mapping (cap * 8 <= bytes); null stays unused when it failed.
+            vals: if mem.is_null() { core::ptr::null_mut() } else { unsafe { mem.add(cap * 8) }.cast() },
+            cap,
+            bytes,
+            next: core::cell::Cell::new(0),
+        }
+    }
+
+    /// The id of `pair`, and whether it was just assigned.
+    fn get(&self, pair: u64) -> Option<(u32, bool)> {
+        if self.keys.is_null() {
+            return None;
+        }
+        let k = pair.wrapping_add(1); // 0 marks empty
+        let mut i = lockmeter_core::mix64(k) as usize & (self.cap - 1);
+        for _ in 0..self.cap {
+            // SAFETY: i < cap; both arrays have cap elements inside the mapping.
+            let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
+            // SAFETY: as above; only this thread uses the map.
+            let cur = unsafe { *kp };
+            if cur == k {
+                // SAFETY: as above.
+                return Some((unsafe { *vp }, false));
+            }
+            if cur == 0 {
+                let id = self.next.get();
+                self.next.set(id + 1);
+                // SAFETY: as above.
+                unsafe {
+                    *kp = k;
+                    *vp = id;
+                }
+                return Some((id, true));
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
+        None
+    }
+
+    fn free(self) {
+        if !self.keys.is_null() {
+            // SAFETY: the mapping made in `new`, no longer used.
+            unsafe { libc::munmap(self.keys.cast(), self.bytes) };
+        }
+    }
+}
+
+/// Before an exec: writes the profile. Returns whether one was written (to withdraw on failure).
+pub(crate) fn before_exec() -> bool {
+    write_profile(End::Exec)
+}
+
+/// The exec failed: withdraws the profile just written and goes on metering.
+pub(crate) fn exec_failed(written: bool) {
+    if !written {
+        return;
+    }
+    // SAFETY: DUMP is 2 (we wrote it) and no other thread dumps while it is not 0.
+    let b = unsafe { &mut *BUFS.0.get() };
+    // SAFETY: NUL-terminated path of the file we just wrote.
+    unsafe { libc::unlink(b.path.as_ptr()) };
+    DUMP.store(0, Release);
+    STATE.store(state::READY, Release);
+}
+
+/// In a fork child: a fresh profile for the new process.
+pub(crate) fn reset_for_child() {
+    DUMP.store(0, Relaxed);
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() } as u32, Relaxed);
+    IS_ROOT.store(false, Relaxed);
+    START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
+    START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
+    START_TICKS.store(clock::now(), Relaxed);
+}

@@ -1,0 +1,453 @@
+//! The exported functions: exactly the libc names, nothing else.
+//!
+//! Each lock function that needs its call site is a naked trampoline that passes its own return
+//! address (the caller's call site) as one extra argument and tail-jumps to the implementation:
+//! exact, free, and independent of frame pointers. The implementations only forward to
+//! [`crate::meter`], which returns exactly what the real function returned and leaves `errno` as
+//! the real function left it.
+
+use crate::meter::{self, How};
+use crate::real;
+use crate::state::{enter, leave};
+use core::ffi::{c_char, c_int};
+use libc::{clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, timespec};
+use lockmeter_core::{LockKind, Mode, clock};
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("lockmeter-preload supports x86_64 and aarch64");
+
+/// A naked trampoline: `$name(args)` -> `$imp(args, return_address)`.
+macro_rules! trampoline {
+    ($abi:literal fn $name:ident($($a:ident: $t:ty),*) -> $r:ty; x86 $x86:literal, arm $arm:literal => $imp:ident) => {
+        #[doc = concat!("Interposed `", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        /// The contract of the libc function of the same name.
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern $abi fn $name($($a: $t),*) -> $r {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::naked_asm!(concat!("mov ", $x86, ", [rsp]"), "jmp {}", sym $imp);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::naked_asm!(concat!("mov ", $arm, ", x30"), "b {}", sym $imp);
+        }
+    };
+}
+
+// ---- mutexes ----
+
+trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
+unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    meter::lock_with(
+        m as usize,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        // SAFETY: forwarded with the caller's arguments (the libc contract).
+        || unsafe { real::mutex_trylock(m) },
+        // SAFETY: as above.
+        || unsafe { real::mutex_lock(m) },
+    )
+}
+
+trampoline!("C" fn pthread_mutex_trylock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_trylock);
+unsafe extern "C" fn imp_mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || unsafe { real::mutex_trylock(m) })
+}
+
+trampoline!("C" fn pthread_mutex_timedlock(_m: *mut pthread_mutex_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => imp_mutex_timedlock);
+unsafe extern "C" fn imp_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec, site: usize) -> c_int {
+    meter::lock_with(
+        m as usize,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::mutex_trylock(m) },
+        // SAFETY: as above.
+        || unsafe { real::mutex_timedlock(m, t) },
+    )
+}
+
+trampoline!("C" fn pthread_mutex_clocklock(_m: *mut pthread_mutex_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_mutex_clocklock);
+unsafe extern "C" fn imp_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
+    meter::lock_with(
+        m as usize,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::mutex_trylock(m) },
+        // SAFETY: as above.
+        || unsafe { real::mutex_clocklock(m, c, t) },
+    )
+}
+
+/// Interposed `pthread_mutex_unlock`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
+}
+
+/// Interposed `pthread_mutex_init`: a new lock identity at this address.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t) -> c_int {
+    renew(m as usize, LockKind::Mutex);
+    // SAFETY: forwarded with the caller's arguments.
+    unsafe { real::mutex_init(m, a) }
+}
+
+/// Interposed `pthread_mutex_destroy`: ends this lock identity.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    let r = unsafe { real::mutex_destroy(m) };
+    if r == 0 {
+        renew(m as usize, LockKind::Mutex);
+    }
+    r
+}
+
+fn renew(addr: usize, kind: LockKind) {
+    if let Some(cx) = enter() {
+        if let Some(r) = crate::state::registry() {
+            r.renew(addr as u64, kind);
+        }
+        leave(cx);
+    }
+}
+
+// ---- rwlocks ----
+
+macro_rules! rw_blocking {
+    ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
+        trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
+        unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+            meter::lock_with(
+                l as usize,
+                LockKind::RwLock,
+                $mode,
+                site,
+                // SAFETY: forwarded with the caller's arguments.
+                || unsafe { real::$try(l) },
+                // SAFETY: as above.
+                || unsafe { real::$lock(l) },
+            )
+        }
+    };
+}
+rw_blocking!(pthread_rwlock_rdlock, imp_rwlock_rdlock, Mode::Read, rwlock_tryrdlock, rwlock_rdlock);
+rw_blocking!(pthread_rwlock_wrlock, imp_rwlock_wrlock, Mode::Write, rwlock_trywrlock, rwlock_wrlock);
+
+macro_rules! rw_try {
+    ($name:ident, $imp:ident, $mode:expr, $try:ident) => {
+        trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
+        unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+            // SAFETY: forwarded with the caller's arguments.
+            meter::trylock_with(l as usize, LockKind::RwLock, $mode, site, || unsafe { real::$try(l) })
+        }
+    };
+}
+rw_try!(pthread_rwlock_tryrdlock, imp_rwlock_tryrdlock, Mode::Read, rwlock_tryrdlock);
+rw_try!(pthread_rwlock_trywrlock, imp_rwlock_trywrlock, Mode::Write, rwlock_trywrlock);
+
+macro_rules! rw_timed {
+    ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
+        trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => $imp);
+        unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, t: *const timespec, site: usize) -> c_int {
+            meter::lock_with(
+                l as usize,
+                LockKind::RwLock,
+                $mode,
+                site,
+                // SAFETY: forwarded with the caller's arguments.
+                || unsafe { real::$try(l) },
+                // SAFETY: as above.
+                || unsafe { real::$lock(l, t) },
+            )
+        }
+    };
+}
+rw_timed!(pthread_rwlock_timedrdlock, imp_rwlock_timedrdlock, Mode::Read, rwlock_tryrdlock, rwlock_timedrdlock);
+rw_timed!(pthread_rwlock_timedwrlock, imp_rwlock_timedwrlock, Mode::Write, rwlock_trywrlock, rwlock_timedwrlock);
+
+macro_rules! rw_clock {
+    ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
+        trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => $imp);
+        unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
+            meter::lock_with(
+                l as usize,
+                LockKind::RwLock,
+                $mode,
+                site,
+                // SAFETY: forwarded with the caller's arguments.
+                || unsafe { real::$try(l) },
+                // SAFETY: as above.
+                || unsafe { real::$lock(l, c, t) },
+            )
+        }
+    };
+}
+rw_clock!(pthread_rwlock_clockrdlock, imp_rwlock_clockrdlock, Mode::Read, rwlock_tryrdlock, rwlock_clockrdlock);
+rw_clock!(pthread_rwlock_clockwrlock, imp_rwlock_clockwrlock, Mode::Write, rwlock_trywrlock, rwlock_clockwrlock);
+
+/// Interposed `pthread_rwlock_unlock`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    meter::unlock_with(l as usize, || unsafe { real::rwlock_unlock(l) })
+}
+
+/// Interposed `pthread_rwlock_init`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const libc::pthread_rwlockattr_t) -> c_int {
+    renew(l as usize, LockKind::RwLock);
+    // SAFETY: forwarded with the caller's arguments.
+    unsafe { real::rwlock_init(l, a) }
+}
+
+/// Interposed `pthread_rwlock_destroy`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    let r = unsafe { real::rwlock_destroy(l) };
+    if r == 0 {
+        renew(l as usize, LockKind::RwLock);
+    }
+    r
+}
+
+// ---- spinlocks ----
+
+trampoline!("C" fn pthread_spin_lock(_l: *mut pthread_spinlock_t) -> c_int; x86 "rsi", arm "x1" => imp_spin_lock);
+unsafe extern "C" fn imp_spin_lock(l: *mut pthread_spinlock_t, site: usize) -> c_int {
+    meter::lock_with(
+        l as usize,
+        LockKind::SpinLock,
+        Mode::Exclusive,
+        site,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::spin_trylock(l) },
+        // SAFETY: as above.
+        || unsafe { real::spin_lock(l) },
+    )
+}
+
+trampoline!("C" fn pthread_spin_trylock(_l: *mut pthread_spinlock_t) -> c_int; x86 "rsi", arm "x1" => imp_spin_trylock);
+unsafe extern "C" fn imp_spin_trylock(l: *mut pthread_spinlock_t, site: usize) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    meter::trylock_with(l as usize, LockKind::SpinLock, Mode::Exclusive, site, || unsafe { real::spin_trylock(l) })
+}
+
+/// Interposed `pthread_spin_unlock`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    meter::unlock_with(l as usize, || unsafe { real::spin_unlock(l) })
+}
+
+/// Interposed `pthread_spin_init`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
+    renew(l as usize, LockKind::SpinLock);
+    // SAFETY: forwarded with the caller's arguments.
+    unsafe { real::spin_init(l, pshared) }
+}
+
+/// Interposed `pthread_spin_destroy`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    let r = unsafe { real::spin_destroy(l) };
+    if r == 0 {
+        renew(l as usize, LockKind::SpinLock);
+    }
+    r
+}
+
+// ---- condition variables ----
+//
+// These are cancellation points: glibc cancels by forced unwinding, which passes through these
+// frames. Nothing with a destructor is alive across the real call, and no bookkeeping state is
+// held (the busy flag is clear), so an unwind leaves everything consistent.
+
+/// The mutex is released at entry and re-acquired at return; the time in between is condvar wait.
+#[inline(always)]
+fn cond_common(m: usize, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
+    let Some(cx) = enter() else { return wait() };
+    let t0 = clock::now();
+    if let Some(i) = meter::find_held(&cx, m) {
+        let wanted = meter::releasing(&cx, i);
+        meter::released(&cx, i, t0, wanted);
+    }
+    leave(cx);
+    let r = wait();
+    let t1 = clock::now();
+    if let Some(cx) = enter() {
+        meter::acquired(&cx, m, LockKind::Mutex, Mode::Exclusive, site, How::CondWait { t0, t1 });
+        leave(cx);
+    }
+    r
+}
+
+trampoline!("C-unwind" fn pthread_cond_wait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t) -> c_int; x86 "rdx", arm "x2" => imp_cond_wait);
+unsafe extern "C-unwind" fn imp_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    cond_common(m as usize, site, || unsafe { real::cond_wait(c, m) })
+}
+
+trampoline!("C-unwind" fn pthread_cond_timedwait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_cond_timedwait);
+unsafe extern "C-unwind" fn imp_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec, site: usize) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    cond_common(m as usize, site, || unsafe { real::cond_timedwait(c, m, t) })
+}
+
+trampoline!("C-unwind" fn pthread_cond_clockwait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t, _k: clockid_t, _t: *const timespec) -> c_int; x86 "r8", arm "x4" => imp_cond_clockwait);
+unsafe extern "C-unwind" fn imp_cond_clockwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    cond_common(m as usize, site, || unsafe { real::cond_clockwait(c, m, k, t) })
+}
+
+// ---- process exits and image changes: write the profile first ----
+
+/// Interposed `_exit`: writes the profile, then exits.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    crate::dump::write_profile(crate::dump::End::UnderscoreExit);
+    // SAFETY: forwarded.
+    unsafe { real::exit_(status) };
+    // SAFETY: _exit does not return; if the real one somehow did, end the process by syscall.
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// Interposed `_Exit`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    crate::dump::write_profile(crate::dump::End::UnderscoreExit);
+    // SAFETY: forwarded.
+    unsafe { real::exit_upper(status) };
+    // SAFETY: as in `_exit`.
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// Runs an exec call with the profile written first; if the exec fails, the written profile is
+/// withdrawn and metering goes on, with `errno` as the exec left it.
+fn exec_common(f: impl FnOnce() -> c_int) -> c_int {
+    let token = crate::dump::before_exec();
+    let r = f();
+    let e = crate::sys::errno();
+    crate::dump::exec_failed(token);
+    crate::sys::set_errno(e);
+    r
+}
+
+/// Interposed `execve`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    exec_common(|| unsafe { real::execve(p, a, e) })
+}
+
+/// Interposed `execv`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(p: *const c_char, a: *const *const c_char) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    exec_common(|| unsafe { real::execv(p, a) })
+}
+
+/// Interposed `execvp`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(p: *const c_char, a: *const *const c_char) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    exec_common(|| unsafe { real::execvp(p, a) })
+}
+
+/// Interposed `execvpe`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    exec_common(|| unsafe { real::execvpe(p, a, e) })
+}
+
+/// Interposed `fexecve`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(fd: c_int, a: *const *const c_char, e: *const *const c_char) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    exec_common(|| unsafe { real::fexecve(fd, a, e) })
+}
+
+/// Interposed `execveat`.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execveat(
+    fd: c_int,
+    p: *const c_char,
+    a: *const *const c_char,
+    e: *const *const c_char,
+    f: c_int,
+) -> c_int {
+    // SAFETY: forwarded with the caller's arguments.
+    exec_common(|| unsafe { real::execveat(fd, p, a, e, f) })
+}

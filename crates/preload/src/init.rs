@@ -1,0 +1,205 @@
+//! Start-up (the constructor), exit, fork and signal handling.
+
+use crate::dump::{self, End};
+use crate::state::{self, CFG, STATE};
+use crate::sys::{self, env_u64, getenv};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::*;
+use lockmeter_core::clock::{self, Calibration, Source};
+use lockmeter_core::{LockKind, Mode};
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn init() {
+    let saved = sys::errno();
+    init_inner();
+    sys::set_errno(saved);
+}
+
+fn init_inner() {
+    if getenv(c"LOCKMETER_DISABLE").is_some_and(|v| v == b"1") {
+        STATE.store(state::DISABLED, Release);
+        return;
+    }
+    crate::real::resolve_all();
+    sys::init_cpu_id();
+
+    // Configuration (documented in the crate docs and the README).
+    let hold = match getenv(c"LOCKMETER_HOLD") {
+        None | Some(b"on") => 0,
+        Some(b"off") => 1,
+        Some(v) => {
+            let n = v.strip_prefix(b"sample:").unwrap_or(v);
+            sys::parse_u64(n).map(|n| n.clamp(2, 1 << 30) as u32).unwrap_or(0)
+        }
+    };
+    CFG.hold_every.store(hold, Relaxed);
+    CFG.records_per_thread.store(env_u64(c"LOCKMETER_RECORDS", 4096, 16, 1 << 24), Relaxed);
+    CFG.max_threads.store(env_u64(c"LOCKMETER_THREADS", 1024, 1, state::MAX_THREADS as u64) as u32, Relaxed);
+    let locks = env_u64(c"LOCKMETER_LOCKS", 65536, 16, 1 << 26) as usize;
+
+    // Clock.
+    let want_tsc = match getenv(c"LOCKMETER_CLOCK") {
+        Some(b"monotonic") => false,
+        Some(b"tsc") => cfg!(target_arch = "x86_64"),
+        _ => cpu_has_invariant_tsc(),
+    };
+    if want_tsc {
+        let hz = getenv(c"LOCKMETER_TSC_HZ").and_then(sys::parse_u64).filter(|&h| h > 1_000_000);
+        let hz = hz.unwrap_or_else(|| clock::measure_tsc_hz(3_000_000));
+        clock::set_source(Source::Tsc);
+        let c = Calibration::from_hz(hz);
+        CFG.calib_hz.store(c.hz, Relaxed);
+        CFG.calib_mult.store(c.mult, Relaxed);
+    }
+
+    if !state::init_registry(locks) {
+        sys::write_stderr(b"lockmeter: cannot map the lock registry; metering disabled\n");
+        STATE.store(state::DISABLED, Release);
+        return;
+    }
+
+    // Identity and output.
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid() as u64, libc::getppid() as u64) };
+    dump::PID.store(pid as u32, Relaxed);
+    let root = getenv(c"LOCKMETER_ROOT_PPID").and_then(sys::parse_u64);
+    dump::IS_ROOT.store(root == Some(ppid), Relaxed);
+    if let Some(out) = getenv(c"LOCKMETER_OUTPUT").filter(|o| !o.is_empty()) {
+        dump::set_output(out);
+    }
+
+    calibrate_overhead();
+
+    dump::START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
+    dump::START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
+    dump::START_TICKS.store(clock::now(), Relaxed);
+
+    // SAFETY: registering plain extern "C" callbacks; they never unwind.
+    unsafe {
+        libc::atexit(on_exit);
+        libc::pthread_atfork(None, None, Some(on_fork_child));
+    }
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        install_signal(sig);
+    }
+    STATE.store(state::READY, Release);
+}
+
+/// Whether `/proc/cpuinfo` lists `constant_tsc` and `nonstop_tsc` (read without allocating).
+fn cpu_has_invariant_tsc() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let mut buf = [0u8; 8192];
+    let s = sys::read_file(c"/proc/cpuinfo", &mut buf);
+    let has = |w: &[u8]| s.windows(w.len()).any(|x| x == w);
+    has(b" constant_tsc") && has(b" nonstop_tsc")
+}
+
+/// Measures what the hooks add to a lock+unlock pair: metered minus raw, best of 5 rounds, on a
+/// private mutex. The calibration lock is then given a new identity and left out of the profile.
+fn calibrate_overhead() {
+    const N: u64 = 2000;
+    let mut m: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
+    let mp = &mut m as *mut libc::pthread_mutex_t;
+    let addr = mp as usize;
+    let site = calibrate_overhead as *const () as usize;
+    STATE.store(state::READY, Release);
+    let mut best_raw = u64::MAX;
+    let mut best_metered = u64::MAX;
+    for _ in 0..5 {
+        let t0 = clock::monotonic_ns();
+        for _ in 0..N {
+            // SAFETY: a valid, initialized, unshared mutex locked and unlocked by this thread.
+            unsafe {
+                crate::real::mutex_lock(mp);
+                crate::real::mutex_unlock(mp);
+            }
+        }
+        let t1 = clock::monotonic_ns();
+        for _ in 0..N {
+            crate::meter::lock_with(
+                addr,
+                LockKind::Mutex,
+                Mode::Exclusive,
+                site,
+                // SAFETY: as above.
+                || unsafe { crate::real::mutex_trylock(mp) },
+                // SAFETY: as above.
+                || unsafe { crate::real::mutex_lock(mp) },
+            );
+            // SAFETY: as above.
+            crate::meter::unlock_with(addr, || unsafe { crate::real::mutex_unlock(mp) });
+        }
+        let t2 = clock::monotonic_ns();
+        best_raw = best_raw.min(t1 - t0);
+        best_metered = best_metered.min(t2 - t1);
+    }
+    STATE.store(state::UNINIT, Release);
+    dump::NS_PER_PAIR.store(best_metered.saturating_sub(best_raw) / N, Relaxed);
+    // Leave the calibration out: skip its identity, start a new one at this address, and clear
+    // the per-CPU counts it made (no other thread of ours has metered yet).
+    if let Some(reg) = state::registry()
+        && let Some((idx, slot)) = reg.lookup(addr as u64, LockKind::Mutex)
+    {
+        dump::CALIB_KEY.store(((idx as u64) << 32) | slot.generation() as u64, Relaxed);
+        reg.renew(addr as u64, LockKind::Mutex);
+        slot.last_owner.store(0, Relaxed);
+    }
+    for sh in state::shards() {
+        for c in sh.cpus.iter() {
+            c.acquisitions.set(0);
+            c.contended.set(0);
+            c.wait_ns.set(0);
+        }
+    }
+}
+
+extern "C" fn on_exit() {
+    dump::write_profile(End::Exit);
+}
+
+extern "C" fn on_fork_child() {
+    // Only the forking thread exists now; the parent's shards stay behind, unused.
+    state::NEXT_THREAD.store(0, Relaxed);
+    for s in state::SHARDS.iter() {
+        s.store(core::ptr::null_mut(), Relaxed);
+    }
+    state::THREADS_REFUSED.store(0, Relaxed);
+    state::ACQ_NO_SHARD.store(0, Relaxed);
+    state::reset_thread();
+    dump::reset_for_child();
+}
+
+/// Installs our handler for `sig` if the program left it at the default (termination).
+fn install_signal(sig: c_int) {
+    // SAFETY: zeroed sigaction is a valid "query" argument; sigaction only writes `old`.
+    unsafe {
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(sig, core::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+            return;
+        }
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, core::ptr::null_mut());
+    }
+}
+
+/// A fatal signal: write the profile, then die of the same signal.
+extern "C" fn on_signal(sig: c_int) {
+    dump::write_profile(End::Signal(sig));
+    // SAFETY: restoring the default action and re-raising; the signal stays blocked until this
+    // handler returns, then the default action ends the process with the same status.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, core::ptr::null_mut());
+        libc::raise(sig);
+    }
+}

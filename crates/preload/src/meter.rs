@@ -1,0 +1,325 @@
+//! The metering logic shared by every hook.
+//!
+//! An acquisition first tries the lock (`*_trylock`); only when that finds it held does it read
+//! the clock, mark the lock wanted, and block in the real lock function. So the uncontended path
+//! costs one trylock, two table lookups (usually one cache hit), a few relaxed stores, and, with
+//! hold timing on, one clock read; the release path one clock read more.
+
+use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::Relaxed;
+use lockmeter_core::registry::Slot;
+use lockmeter_core::stats::LiveStats;
+use lockmeter_core::{LockKind, Mode, clock};
+
+/// Bit of `Slot::wanted` set by a failed trylock; the low bits count blocked waiters.
+const TRY_WANTED: u32 = 1 << 31;
+
+/// Packs a record key: valid bit, registry slot, generation, kind, mode.
+#[inline(always)]
+pub(crate) fn key(slot: u32, gen_: u32, kind: LockKind, mode: Mode) -> u64 {
+    (1u64 << 63)
+        | ((slot as u64 & 0x7ff_ffff) << 36)
+        | ((gen_ as u64 & 0x7fff_ffff) << 5)
+        | ((kind as u64 & 7) << 2)
+        | (mode as u64 & 3)
+}
+
+/// Unpacks a record key into (slot, generation, kind, mode).
+pub(crate) fn unkey(k: u64) -> (u32, u32, u8, u8) {
+    (((k >> 36) & 0x7ff_ffff) as u32, ((k >> 5) & 0x7fff_ffff) as u32, ((k >> 2) & 7) as u8, (k & 3) as u8)
+}
+
+/// The record and registry slot for (lock, site, mode), through the thread's lookup cache.
+#[inline(always)]
+fn lookup(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize) -> Option<(&'static LiveStats, &'static Slot)> {
+    // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
+    let p = unsafe { cx.private() };
+    let ci = ((addr >> 4) ^ (site >> 2)) & (p.cache.len() - 1);
+    if let Some(c) = p.cache.get(ci)
+        && c.addr == addr
+        && c.site == site
+        && c.mode == mode as u8
+        && !c.slot.is_null()
+    {
+        // SAFETY: cached pointers point into the registry and the shard table, never unmapped.
+        let slot = unsafe { &*c.slot };
+        if slot.generation() == c.gen_ {
+            // SAFETY: as above.
+            return Some((unsafe { &(*c.entry).stats }, slot));
+        }
+    }
+    let reg = crate::state::registry()?;
+    let Some((idx, slot)) = reg.lookup(addr as u64, kind) else {
+        cx.shard.dropped.add(1);
+        return None;
+    };
+    let gen_ = slot.generation();
+    let Some(entry) = cx.shard.table.get(key(idx, gen_, kind, mode), site as u64) else {
+        cx.shard.dropped.add(1);
+        reg.note_unrecorded(addr as u64);
+        return None;
+    };
+    if let Some(c) = p.cache.get_mut(ci) {
+        c.addr = addr;
+        c.site = site;
+        c.mode = mode as u8;
+        c.gen_ = gen_;
+        c.slot_idx = idx;
+        c.slot = slot;
+        c.entry = entry;
+    }
+    Some((&entry.stats, slot))
+}
+
+/// Whether this hold should be timed (hold timing on, or this one sampled).
+#[inline(always)]
+fn time_this_hold(cx: &Cx) -> bool {
+    match CFG.hold_every.load(Relaxed) {
+        0 => true,
+        1 => false,
+        n => {
+            // SAFETY: busy flag held, as in `lookup`.
+            let p = unsafe { cx.private() };
+            p.sample = p.sample.wrapping_add(1);
+            p.sample % n == 0
+        }
+    }
+}
+
+/// How an acquisition went.
+#[derive(Clone, Copy)]
+pub(crate) enum How {
+    /// The first attempt succeeded.
+    Immediate,
+    /// The first attempt found the lock held; waited from `t0` to `t1` (ticks).
+    Waited { t0: u64, t1: u64 },
+    /// Re-acquired inside a condvar wait that slept from `t0` to `t1`.
+    CondWait { t0: u64, t1: u64 },
+}
+
+/// Records a successful acquisition.
+#[inline(always)]
+pub(crate) fn acquired(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize, how: How) {
+    let cpu = crate::sys::current_cpu() as usize;
+    let cpuc = cx.shard.cpus.get(cpu);
+    if let Some(c) = cpuc {
+        c.acquisitions.add(1);
+    }
+    let Some((st, slot)) = lookup(cx, addr, kind, mode, site) else { return };
+    st.acquisitions.add(1);
+    let mut t_now = 0;
+    match how {
+        How::Immediate => {}
+        How::Waited { t0, t1 } => {
+            let ns = ticks_to_ns(t1.wrapping_sub(t0));
+            st.record_wait(ns);
+            if let Some(c) = cpuc {
+                c.contended.add(1);
+                c.wait_ns.add(ns);
+            }
+            t_now = t1;
+        }
+        How::CondWait { t0, t1 } => {
+            st.cond_waits.add(1);
+            st.cond_wait_ns.add(ticks_to_ns(t1.wrapping_sub(t0)));
+            t_now = t1;
+        }
+    }
+    let me = cx.shard.index;
+    if mode != Mode::Read {
+        let prev = slot.last_owner.load(Relaxed);
+        if prev != me {
+            if prev != 0 {
+                st.owner_changes.add(1);
+            }
+            slot.last_owner.store(me, Relaxed);
+        }
+        slot.holder_thread.store(me, Relaxed);
+        slot.holder_site.store(site as u64, Relaxed);
+    }
+    if slot.wanted.load(Relaxed) & TRY_WANTED != 0 {
+        slot.wanted.fetch_and(!TRY_WANTED, Relaxed);
+    }
+    let t_acq = if time_this_hold(cx) {
+        if t_now == 0 { clock::now().max(1) } else { t_now.max(1) }
+    } else {
+        0
+    };
+    // SAFETY: busy flag held, as in `lookup`.
+    let p = unsafe { cx.private() };
+    match p.held.get_mut(p.held_len) {
+        Some(h) => {
+            *h = Held {
+                addr,
+                entry: st,
+                slot,
+                t_acq,
+                mode: mode as u8,
+            };
+            p.held_len += 1;
+        }
+        None => cx.shard.held_overflow.add(1),
+    }
+}
+
+/// Records a failed trylock (EBUSY) or a timed-out timed lock.
+#[inline]
+pub(crate) fn try_failed(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize) {
+    let Some((st, slot)) = lookup(cx, addr, kind, mode, site) else { return };
+    st.trylock_failures.add(1);
+    st.cnt_lock.add(1);
+    if slot.wanted.load(Relaxed) & TRY_WANTED == 0 {
+        slot.wanted.fetch_or(TRY_WANTED, Relaxed);
+    }
+}
+
+/// Marks `addr` as waited on (before blocking); returns its slot to pass to [`unwait`].
+#[inline]
+pub(crate) fn wait_begin(addr: usize, kind: LockKind) -> Option<&'static Slot> {
+    let (_, slot) = crate::state::registry()?.lookup(addr as u64, kind)?;
+    slot.wanted.fetch_add(1, Relaxed);
+    Some(slot)
+}
+
+/// Ends a wait started by [`wait_begin`].
+#[inline]
+pub(crate) fn wait_end(slot: Option<&'static Slot>) {
+    if let Some(s) = slot {
+        s.wanted.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Finds `addr` on the held stack: its index.
+#[inline(always)]
+pub(crate) fn find_held(cx: &Cx, addr: usize) -> Option<usize> {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    let held = p.held.get(..p.held_len)?;
+    held.iter().rposition(|h| h.addr == addr)
+}
+
+/// The lock at held index `i` is being released at `t_rel` (ticks, 0 if not read): clears the
+/// holder, and tells whether another thread wanted the lock during the hold.
+#[inline(always)]
+pub(crate) fn releasing(cx: &Cx, i: usize) -> bool {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    let Some(h) = p.held.get(i) else { return false };
+    if h.slot.is_null() {
+        return false;
+    }
+    // SAFETY: registry slots are never unmapped.
+    let slot = unsafe { &*h.slot };
+    if h.mode != Mode::Read as u8 {
+        slot.holder_thread.store(0, Relaxed);
+    }
+    slot.wanted.load(Relaxed) != 0
+}
+
+/// The release of held index `i` completed: records the hold and pops it.
+#[inline(always)]
+pub(crate) fn released(cx: &Cx, i: usize, t_rel: u64, was_wanted: bool) {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    let Some(h) = p.held.get(i).copied() else { return };
+    if !h.entry.is_null() {
+        // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped); we
+        // stored it in `acquired` as a pointer to the record's stats.
+        let st = unsafe { &*h.entry };
+        if h.t_acq != 0 && t_rel != 0 {
+            st.record_hold(ticks_to_ns(t_rel.saturating_sub(h.t_acq)));
+        }
+        if was_wanted {
+            st.cnt_hold.add(1);
+        }
+    }
+    let len = p.held_len;
+    if i < len {
+        p.held.copy_within(i + 1..len, i);
+        p.held_len = len - 1;
+    }
+}
+
+/// Whether the hold at index `i` is timed.
+#[inline(always)]
+pub(crate) fn hold_is_timed(cx: &Cx, i: usize) -> bool {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    p.held.get(i).is_some_and(|h| h.t_acq != 0)
+}
+
+/// A whole blocking acquisition: trylock first, then the blocking call only if that found the
+/// lock held. Returns exactly what `lock()` alone would have returned.
+#[inline(always)]
+pub(crate) fn lock_with(
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else { return lock() };
+    let r = try_lock();
+    let r = if r == 0 || r == libc::EOWNERDEAD {
+        acquired(&cx, addr, kind, mode, site, How::Immediate);
+        r
+    } else if r == libc::EBUSY {
+        let slot = wait_begin(addr, kind);
+        let t0 = clock::now();
+        let r = lock();
+        let t1 = clock::now();
+        wait_end(slot);
+        if r == 0 || r == libc::EOWNERDEAD {
+            acquired(&cx, addr, kind, mode, site, How::Waited { t0, t1 });
+        } else if r == libc::ETIMEDOUT {
+            try_failed(&cx, addr, kind, mode, site);
+        }
+        r
+    } else {
+        // Another error (EINVAL, EAGAIN, EDEADLK...): let the blocking call give its own answer.
+        let r = lock();
+        if r == 0 || r == libc::EOWNERDEAD {
+            acquired(&cx, addr, kind, mode, site, How::Immediate);
+        }
+        r
+    };
+    crate::state::leave(cx);
+    r
+}
+
+/// A trylock.
+#[inline(always)]
+pub(crate) fn trylock_with(addr: usize, kind: LockKind, mode: Mode, site: usize, try_lock: impl FnOnce() -> c_int) -> c_int {
+    let Some(cx) = crate::state::enter() else { return try_lock() };
+    let r = try_lock();
+    if r == 0 || r == libc::EOWNERDEAD {
+        acquired(&cx, addr, kind, mode, site, How::Immediate);
+    } else if r == libc::EBUSY {
+        try_failed(&cx, addr, kind, mode, site);
+    }
+    crate::state::leave(cx);
+    r
+}
+
+/// An unlock.
+#[inline(always)]
+pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    let Some(cx) = crate::state::enter() else { return unlock() };
+    let Some(i) = find_held(&cx, addr) else {
+        crate::state::leave(cx);
+        return unlock();
+    };
+    let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
+    let wanted = releasing(&cx, i);
+    let r = unlock();
+    if r == 0 {
+        released(&cx, i, t_rel, wanted);
+    }
+    crate::state::leave(cx);
+    r
+}
+
+/// Keeps `HELD_MAX` referenced for docs.
+const _: () = assert!(HELD_MAX >= 8);

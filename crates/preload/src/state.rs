@@ -1,0 +1,312 @@
+//! Global and per-thread state.
+//!
+//! - The state machine `Uninit -> Ready -> Dumping/Disabled`: hooks meter only in `Ready` and pass
+//!   every call straight through otherwise (before the constructor, after the profile was written,
+//!   when disabled by configuration or failure).
+//! - The lock registry (shared) and one shard per thread (private), both in `mmap`ed memory.
+//! - The per-thread TLS block: a `const`-initialized cell block without a destructor, so it is
+//!   usable at any point of a thread's life, even during TLS teardown.
+
+use crate::sys;
+use core::cell::{Cell, UnsafeCell};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use lockmeter_core::Counter;
+use lockmeter_core::clock::Calibration;
+use lockmeter_core::registry::{Registry, Slot};
+use lockmeter_core::table::{Entry, Table};
+
+/// Hooks pass through: not initialized yet.
+pub(crate) const UNINIT: u8 = 0;
+/// Hooks meter.
+pub(crate) const READY: u8 = 1;
+/// The profile is being (or was) written: hooks pass through.
+pub(crate) const DONE: u8 = 2;
+/// Disabled by configuration or after a failure.
+pub(crate) const DISABLED: u8 = 3;
+
+pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+
+/// Most threads that get a shard (hard limit of `LOCKMETER_THREADS`).
+pub(crate) const MAX_THREADS: usize = 16384;
+/// CPUs counted per shard.
+pub(crate) const MAX_CPUS: usize = 1024;
+/// Depth of the per-thread stack of held locks.
+pub(crate) const HELD_MAX: usize = 64;
+/// Entries of the per-thread lookup cache.
+const CACHE: usize = 8;
+
+/// Run-time configuration (set once in the constructor).
+pub(crate) struct Config {
+    /// 0 = time every hold, 1 = never, N >= 2 = one hold in N.
+    pub(crate) hold_every: AtomicU32,
+    pub(crate) records_per_thread: AtomicU64,
+    pub(crate) max_threads: AtomicU32,
+    pub(crate) calib_mult: AtomicU64,
+    pub(crate) calib_hz: AtomicU64,
+}
+
+pub(crate) static CFG: Config = Config {
+    hold_every: AtomicU32::new(0),
+    records_per_thread: AtomicU64::new(4096),
+    max_threads: AtomicU32::new(1024),
+    calib_mult: AtomicU64::new(1 << Calibration::SHIFT),
+    calib_hz: AtomicU64::new(1_000_000_000),
+};
+
+/// Ticks to ns with the calibration in force.
+#[inline(always)]
+pub(crate) fn ticks_to_ns(t: u64) -> u64 {
+    let mult = CFG.calib_mult.load(Relaxed);
+    if t <= u64::MAX / mult.max(1) {
+        t.wrapping_mul(mult) >> Calibration::SHIFT
+    } else {
+        ((t as u128 * mult as u128) >> Calibration::SHIFT) as u64
+    }
+}
+
+static REGISTRY: AtomicPtr<Registry<'static>> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The lock registry (after start-up).
+#[inline(always)]
+pub(crate) fn registry() -> Option<&'static Registry<'static>> {
+    // SAFETY: the pointer is either null or points at a Registry written once in `init_registry`
+    // into memory that is never unmapped.
+    unsafe { REGISTRY.load(Acquire).as_ref() }
+}
+
+/// Maps `n` zeroed bytes (never freed). Null on failure.
+pub(crate) fn map_zeroed(n: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            n,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
+}
+
+/// Bytes mapped by the collector (reported as its memory cost).
+pub(crate) static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Creates the registry with `capacity` slots. Called once from the constructor.
+pub(crate) fn init_registry(capacity: usize) -> bool {
+    let slots_bytes = capacity * size_of::<Slot>();
+    let total = slots_bytes + size_of::<Registry<'static>>() + 64;
+    let mem = map_zeroed(total);
+    if mem.is_null() {
+        return false;
+    }
+    MAPPED_BYTES.fetch_add(total as u64, Relaxed);
+    // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned; zeroed memory is a
+    // valid `Slot` (all atomics). The Registry value is written after the slots, 64-aligned.
+    unsafe {
+        let slots = core::slice::from_raw_parts(mem as *const Slot, capacity);
+        let rp = mem.add((slots_bytes + 63) & !63) as *mut Registry<'static>;
+        rp.write(Registry::new(slots));
+        REGISTRY.store(rp, Release);
+    }
+    true
+}
+
+/// One held lock, on the holder's stack.
+#[derive(Clone, Copy)]
+pub(crate) struct Held {
+    pub(crate) addr: usize,
+    pub(crate) entry: *const lockmeter_core::LiveStats,
+    pub(crate) slot: *const Slot,
+    /// Acquisition time in ticks; 0 when this hold is not timed.
+    pub(crate) t_acq: u64,
+    pub(crate) mode: u8,
+}
+
+/// A lookup-cache line: (lock, site, mode) -> registry slot, generation and record.
+#[derive(Clone, Copy)]
+pub(crate) struct Cached {
+    pub(crate) addr: usize,
+    pub(crate) site: usize,
+    pub(crate) mode: u8,
+    pub(crate) gen_: u32,
+    pub(crate) slot_idx: u32,
+    pub(crate) slot: *const Slot,
+    pub(crate) entry: *const Entry,
+}
+
+/// The part of a shard only its thread touches.
+pub(crate) struct Private {
+    pub(crate) held: [Held; HELD_MAX],
+    pub(crate) held_len: usize,
+    pub(crate) cache: [Cached; CACHE],
+    pub(crate) sample: u32,
+}
+
+/// Per-CPU counters of one thread.
+#[derive(Default)]
+pub(crate) struct CpuCounters {
+    pub(crate) acquisitions: Counter,
+    pub(crate) contended: Counter,
+    pub(crate) wait_ns: Counter,
+}
+
+/// One thread's statistics. Lives in `mmap`ed memory for the life of the process.
+pub(crate) struct Shard {
+    /// 1-based thread index (the owner id in the registry).
+    pub(crate) index: u32,
+    pub(crate) tid: u32,
+    /// Thread name at the time of its first lock.
+    pub(crate) name: [u8; 16],
+    /// Acquisitions not recorded because the table was full.
+    pub(crate) dropped: Counter,
+    /// Holds not timed because `held` was full.
+    pub(crate) held_overflow: Counter,
+    pub(crate) table: Table<'static>,
+    pub(crate) cpus: [CpuCounters; MAX_CPUS],
+    pub(crate) private: UnsafeCell<Private>,
+}
+
+// SAFETY: the shared fields are atomics (`Counter`, `Table`); `private` is only accessed by the
+// owning thread, inside a hook, with the thread's `busy` flag set (so never re-entrantly).
+unsafe impl Sync for Shard {}
+
+pub(crate) static SHARDS: [AtomicPtr<Shard>; MAX_THREADS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_THREADS];
+pub(crate) static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+/// Threads refused a shard, and their acquisitions.
+pub(crate) static THREADS_REFUSED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static ACQ_NO_SHARD: AtomicU64 = AtomicU64::new(0);
+
+/// The per-thread TLS block.
+pub(crate) struct Tls {
+    pub(crate) shard: Cell<*const Shard>,
+    /// Set while a hook does its own bookkeeping: nested calls pass straight through.
+    pub(crate) busy: Cell<bool>,
+    /// Set once this thread was refused a shard.
+    pub(crate) refused: Cell<bool>,
+}
+
+thread_local! {
+    pub(crate) static TLS: Tls = const {
+        Tls { shard: Cell::new(core::ptr::null()), busy: Cell::new(false), refused: Cell::new(false) }
+    };
+}
+
+/// Creates the calling thread's shard.
+fn new_shard() -> *const Shard {
+    let max = (CFG.max_threads.load(Relaxed) as usize).min(MAX_THREADS);
+    let idx = NEXT_THREAD.fetch_add(1, Relaxed) as usize;
+    if idx >= max {
+        THREADS_REFUSED.fetch_add(1, Relaxed);
+        return core::ptr::null();
+    }
+    let records = CFG.records_per_thread.load(Relaxed) as usize;
+    let head = (size_of::<Shard>() + 127) & !127;
+    let total = head + records * size_of::<Entry>();
+    let saved = sys::errno();
+    let mem = map_zeroed(total);
+    if mem.is_null() {
+        sys::set_errno(saved);
+        THREADS_REFUSED.fetch_add(1, Relaxed);
+        return core::ptr::null();
+    }
+    MAPPED_BYTES.fetch_add(total as u64, Relaxed);
+    let sp = mem as *mut Shard;
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes into `name`.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes. Zeroed memory is valid for every
+    // field of Shard except `table` (it holds a slice reference), which is written here before the
+    // shard is published. The entries live right after the 128-aligned header.
+    unsafe {
+        let entries = core::slice::from_raw_parts(mem.add(head) as *const Entry, records);
+        core::ptr::addr_of_mut!((*sp).table).write(Table::new(entries));
+        core::ptr::addr_of_mut!((*sp).index).write(idx as u32 + 1);
+        core::ptr::addr_of_mut!((*sp).tid).write(sys::gettid());
+        core::ptr::addr_of_mut!((*sp).name).write(name);
+    }
+    if let Some(s) = SHARDS.get(idx) {
+        s.store(sp, Release);
+    }
+    sys::set_errno(saved);
+    sp
+}
+
+/// A hook's view of its thread while it meters.
+pub(crate) struct Cx {
+    pub(crate) tls: *const Tls,
+    pub(crate) shard: &'static Shard,
+}
+
+impl Cx {
+    /// The thread's private shard part.
+    ///
+    /// # Safety
+    /// Only one `&mut Private` may be live at a time: callers hold the `busy` flag (see `enter`)
+    /// and do not call this twice in overlapping scopes.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn private(&self) -> &mut Private {
+        // SAFETY: by the caller's contract and Shard's Sync invariant.
+        unsafe { &mut *self.shard.private.get() }
+    }
+}
+
+/// Enters metering: `None` means pass through (not ready, re-entered, or no shard).
+#[inline(always)]
+pub(crate) fn enter() -> Option<Cx> {
+    if STATE.load(Relaxed) != READY {
+        return None;
+    }
+    let tls = TLS.try_with(|t| t as *const Tls).ok()?;
+    // SAFETY: `tls` points at this thread's TLS block, alive for the thread's life (no destructor).
+    let t = unsafe { &*tls };
+    if t.busy.get() {
+        return None;
+    }
+    let mut sp = t.shard.get();
+    if sp.is_null() {
+        if t.refused.get() {
+            ACQ_NO_SHARD.fetch_add(1, Relaxed);
+            return None;
+        }
+        t.busy.set(true);
+        sp = new_shard();
+        t.busy.set(false);
+        if sp.is_null() {
+            t.refused.set(true);
+            ACQ_NO_SHARD.fetch_add(1, Relaxed);
+            return None;
+        }
+        t.shard.set(sp);
+    }
+    t.busy.set(true);
+    // SAFETY: shards are never unmapped.
+    Some(Cx { tls, shard: unsafe { &*sp } })
+}
+
+/// Leaves metering.
+#[inline(always)]
+pub(crate) fn leave(cx: Cx) {
+    // SAFETY: see `enter`.
+    unsafe { (*cx.tls).busy.set(false) };
+}
+
+/// Forgets the calling thread's shard (in a fork child).
+pub(crate) fn reset_thread() {
+    let _ = TLS.try_with(|t| {
+        t.shard.set(core::ptr::null());
+        t.busy.set(false);
+        t.refused.set(false);
+    });
+}
+
+/// Every shard created so far.
+pub(crate) fn shards() -> impl Iterator<Item = &'static Shard> {
+    let n = (NEXT_THREAD.load(Acquire) as usize).min(MAX_THREADS);
+    SHARDS.iter().take(n).filter_map(|p| {
+        // SAFETY: non-null pointers are published shards, never unmapped.
+        unsafe { p.load(Acquire).as_ref() }
+    })
+}

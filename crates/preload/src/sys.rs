@@ -1,0 +1,228 @@
+//! Small async-signal-safe helpers: errno, environment, raw file I/O, the current CPU.
+//!
+//! Nothing here allocates or takes a lock; file I/O uses raw `open`/`read`/`write` calls.
+
+use core::ffi::{CStr, c_char, c_int};
+use core::sync::atomic::{AtomicIsize, AtomicU8, Ordering::Relaxed};
+
+/// Writes `msg` to stderr and aborts. For the impossible only.
+pub(crate) fn fatal(msg: &str) -> ! {
+    write_stderr(msg.as_bytes());
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
+/// Writes bytes to fd 2, ignoring errors.
+pub(crate) fn write_stderr(b: &[u8]) {
+    write_all(2, b);
+}
+
+/// Writes all of `b` to `fd`; false on error.
+pub(crate) fn write_all(fd: c_int, mut b: &[u8]) -> bool {
+    while !b.is_empty() {
+        // SAFETY: `b` is a valid readable buffer of `b.len()` bytes.
+        let n = unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+        if n < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            return false;
+        }
+        b = b.get(n as usize..).unwrap_or(&[]);
+    }
+    true
+}
+
+/// The calling thread's errno.
+#[inline]
+pub(crate) fn errno() -> c_int {
+    // SAFETY: __errno_location always returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Restores errno.
+#[inline]
+pub(crate) fn set_errno(v: c_int) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// The value of environment variable `name` (NUL-terminated), without allocating.
+pub(crate) fn getenv(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: `name` is NUL-terminated; getenv returns a pointer into the environment, valid until
+    // the environment is modified (we only read it during start-up).
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returned a NUL-terminated string.
+    Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// Parses a decimal `u64`.
+pub(crate) fn parse_u64(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+/// An environment variable parsed as a number, with a default and bounds.
+pub(crate) fn env_u64(name: &CStr, default: u64, min: u64, max: u64) -> u64 {
+    getenv(name).and_then(parse_u64).unwrap_or(default).clamp(min, max)
+}
+
+/// Reads the file at `path` (NUL-terminated) into `buf`; returns the bytes read.
+pub(crate) fn read_file<'b>(path: &CStr, buf: &'b mut [u8]) -> &'b [u8] {
+    // SAFETY: `path` is NUL-terminated.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return &[];
+    }
+    let mut n = 0usize;
+    while n < buf.len() {
+        let rest = buf.get_mut(n..).unwrap_or(&mut []);
+        // SAFETY: `rest` is a valid writable buffer.
+        let r = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
+        if r < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if r <= 0 {
+            break;
+        }
+        n += r as usize;
+    }
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    buf.get(..n).unwrap_or(&[])
+}
+
+/// Kernel thread id of the caller.
+pub(crate) fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// Offset of glibc's `struct rseq` from the thread pointer, when glibc registered rseq.
+static RSEQ_OFFSET: AtomicIsize = AtomicIsize::new(0);
+/// 0 = unknown, 1 = rseq usable, 2 = use sched_getcpu.
+static CPU_MODE: AtomicU8 = AtomicU8::new(0);
+
+/// Finds glibc's rseq area (glibc >= 2.35 exports `__rseq_offset` and `__rseq_size`).
+pub(crate) fn init_cpu_id() {
+    let off = crate::real::data_symbol(b"__rseq_offset\0") as *const isize;
+    let size = crate::real::data_symbol(b"__rseq_size\0") as *const u32;
+    if off.is_null() || size.is_null() || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        CPU_MODE.store(2, Relaxed);
+        return;
+    }
+    // SAFETY: both point at glibc's exported, initialized read-only variables.
+    let (off, size) = unsafe { (*off, *size) };
+    if size < 8 {
+        CPU_MODE.store(2, Relaxed);
+        return;
+    }
+    RSEQ_OFFSET.store(off, Relaxed);
+    CPU_MODE.store(1, Relaxed);
+}
+
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: on x86_64 Linux, %fs:0 holds the thread control block's own address.
+    unsafe {
+        core::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags))
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: tpidr_el0 holds the thread pointer on aarch64 Linux.
+    unsafe {
+        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        tp = 0;
+    }
+    tp
+}
+
+/// The CPU the caller runs on (may be stale by the time it is used, as any CPU number).
+#[inline(always)]
+pub(crate) fn current_cpu() -> u32 {
+    if CPU_MODE.load(Relaxed) == 1 {
+        let p = thread_pointer().wrapping_add(RSEQ_OFFSET.load(Relaxed) as usize).wrapping_add(4);
+        // SAFETY: glibc registered rseq for every thread (checked at start-up: __rseq_size > 0);
+        // `cpu_id` is the u32 at offset 4 of struct rseq, which the kernel keeps current.
+        let cpu = unsafe { core::ptr::read_volatile(p as *const u32) };
+        if cpu < u32::MAX - 1 {
+            return cpu;
+        }
+    }
+    // SAFETY: sched_getcpu has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    if c < 0 { 0 } else { c as u32 }
+}
+
+/// A NUL-terminated path built in a fixed buffer.
+pub(crate) struct PathBuf {
+    buf: [u8; 4096],
+    len: usize,
+}
+
+impl PathBuf {
+    pub(crate) const fn new() -> Self {
+        PathBuf { buf: [0; 4096], len: 0 }
+    }
+    /// Appends bytes, truncating at capacity (the last byte stays NUL).
+    pub(crate) fn push(&mut self, b: &[u8]) -> &mut Self {
+        for &c in b {
+            if self.len + 1 >= self.buf.len() {
+                break;
+            }
+            if let Some(d) = self.buf.get_mut(self.len) {
+                *d = c;
+            }
+            self.len += 1;
+        }
+        if let Some(d) = self.buf.get_mut(self.len) {
+            *d = 0;
+        }
+        self
+    }
+    /// Appends a decimal number.
+    pub(crate) fn push_u64(&mut self, mut v: u64) -> &mut Self {
+        let mut tmp = [0u8; 20];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            if let Some(d) = tmp.get_mut(i) {
+                *d = b'0' + (v % 10) as u8;
+            }
+            v /= 10;
+            if v == 0 || i == 0 {
+                break;
+            }
+        }
+        self.push(tmp.get(i..).unwrap_or(&[]))
+    }
+    pub(crate) fn clear(&mut self) -> &mut Self {
+        self.len = 0;
+        if let Some(d) = self.buf.get_mut(0) {
+            *d = 0;
+        }
+        self
+    }
+    pub(crate) fn as_ptr(&self) -> *const c_char {
+        self.buf.as_ptr().cast()
+    }
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&[])
+    }
+}
