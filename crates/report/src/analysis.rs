@@ -117,6 +117,20 @@ impl LockAgg {
         };
         if self.generation > 0 { format!("{base} (gen {})", self.generation) } else { base }
     }
+
+    /// The lock's sites in report order for `key` (ties: address).
+    pub fn sorted_sites(&self, key: SortKey) -> Vec<&SiteAgg> {
+        let mut v: Vec<&SiteAgg> = self.sites.iter().collect();
+        v.sort_by(|a, b| {
+            let o = if key == SortKey::Name {
+                a.function.cmp(&b.function)
+            } else {
+                key.compare(&a.agg, &b.agg)
+            };
+            o.then(a.address.cmp(&b.address))
+        });
+        v
+    }
 }
 
 /// One call site of one lock: records with the same lock and the same symbolized site name.

@@ -224,12 +224,6 @@ fn site_out(s: &SiteAgg) -> SiteOut<'_> {
 }
 
 fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
-    let mut sites: Vec<&SiteAgg> = l.sites.iter().collect();
-    if opts.sort != crate::SortKey::Name {
-        sites.sort_by(|a, b| opts.sort.compare(&a.agg, &b.agg).then(a.address.cmp(&b.address)));
-    } else {
-        sites.sort_by(|a, b| a.function.cmp(&b.function).then(a.address.cmp(&b.address)));
-    }
     LockOut {
         id: l.id,
         kind: l.kind.as_str(),
@@ -238,7 +232,7 @@ fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
         generation: l.generation,
         threads: l.threads,
         stats: stats_out(&l.agg),
-        sites: sites.into_iter().map(site_out).collect(),
+        sites: l.sorted_sites(opts.sort).into_iter().map(site_out).collect(),
     }
 }
 

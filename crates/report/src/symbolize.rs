@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use lockmeter_format::model::MapEntry;
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -184,7 +184,9 @@ struct Module {
     name: String,
     /// Virtual address at run time minus ELF virtual address.
     bias: Option<u64>,
-    elf: Option<Rc<ElfInfo>>,
+    elf: Option<Arc<ElfInfo>>,
+    /// Whether `load` ran (files are read on first use).
+    loaded: bool,
 }
 
 /// Symbolizes from ELF symbol tables, reading the files named in the memory map.
@@ -196,7 +198,7 @@ pub struct ElfSymbolizer {
     /// Module index per entry of `maps` (`None` for anonymous and special mappings).
     map_module: Vec<Option<usize>>,
     modules: Vec<Module>,
-    cache: HashMap<String, Option<Rc<ElfInfo>>>,
+    cache: HashMap<String, Option<Arc<ElfInfo>>>,
 }
 
 /// Whether a maps path names a file (not `[heap]`, `[stack]`, `[vdso]`, anonymous, ...).
@@ -221,21 +223,26 @@ impl ElfSymbolizer {
                 None => {
                     let name = m.path.rsplit('/').next().unwrap_or(&m.path);
                     let name = name.strip_suffix(" (deleted)").unwrap_or(name).to_owned();
-                    modules.push(Module { path: m.path.clone(), name, bias: None, elf: None });
+                    modules.push(Module {
+                        path: m.path.clone(),
+                        name,
+                        bias: None,
+                        elf: None,
+                        loaded: false,
+                    });
                     modules.len() - 1
                 }
             };
             map_module.push(Some(idx));
         }
-        let mut s = ElfSymbolizer { maps, map_module, modules, cache: HashMap::new() };
-        for i in 0..s.modules.len() {
-            s.load(i);
-        }
-        s
+        ElfSymbolizer { maps, map_module, modules, cache: HashMap::new() }
     }
 
     /// Parses module `i` (through the cache) and computes its load bias.
     fn load(&mut self, i: usize) {
+        if std::mem::replace(&mut self.modules[i].loaded, true) {
+            return;
+        }
         let path = self.modules[i].path.clone();
         // A file deleted after it was mapped may have been replaced: do not trust the path.
         let elf = if path.ends_with(" (deleted)") {
@@ -244,7 +251,7 @@ impl ElfSymbolizer {
             self.cache
                 .entry(path.clone())
                 .or_insert_with(|| {
-                    std::fs::read(&path).ok().and_then(|b| ElfInfo::parse(&b)).map(Rc::new)
+                    std::fs::read(&path).ok().and_then(|b| ElfInfo::parse(&b)).map(Arc::new)
                 })
                 .clone()
         };
@@ -262,26 +269,29 @@ impl ElfSymbolizer {
         }
     }
 
-    /// The module containing `addr` and the mapping it is in (file-backed mappings first, then
-    /// `.bss` in anonymous mappings via segment coverage).
-    fn module_of(&self, addr: u64) -> Option<(usize, Option<&MapEntry>)> {
+    /// The module containing `addr` and the mapping it is in, loading the module's file. An
+    /// address in an anonymous mapping (`.bss` beyond the file's last page) belongs to the
+    /// module mapped just below it when that module's segments cover it.
+    fn module_of(&mut self, addr: u64) -> Option<(usize, Option<MapEntry>)> {
         let i = self.maps.partition_point(|m| m.start <= addr);
-        if i > 0 {
-            let m = &self.maps[i - 1];
-            if addr < m.end {
-                if let Some(mi) = self.map_module[i - 1] {
-                    return Some((mi, Some(m)));
-                }
-                if !m.path.is_empty() {
-                    // [heap], [stack], [vdso], ...
-                    return None;
-                }
-            }
+        let m = self.maps.get(i.checked_sub(1)?)?;
+        if addr >= m.end {
+            return None;
         }
-        self.modules.iter().enumerate().find_map(|(mi, md)| {
-            let (bias, elf) = (md.bias?, md.elf.as_ref()?);
-            elf.covers(addr.wrapping_sub(bias)).then_some((mi, None))
-        })
+        if let Some(mi) = self.map_module[i - 1] {
+            let m = m.clone();
+            self.load(mi);
+            return Some((mi, Some(m)));
+        }
+        if !m.path.is_empty() {
+            // [heap], [stack], [vdso], ...
+            return None;
+        }
+        let mi = self.map_module[..i - 1].iter().rev().find_map(|x| *x)?;
+        self.load(mi);
+        let md = &self.modules[mi];
+        let (bias, elf) = (md.bias?, md.elf.as_ref()?);
+        elf.covers(addr.wrapping_sub(bias)).then_some((mi, None))
     }
 
     /// The ELF file of a module, and the ELF virtual address of `addr` in it.
@@ -299,7 +309,7 @@ impl Symbolize for ElfSymbolizer {
         }
         let Some((mi, map)) = self.module_of(addr) else { return frame };
         frame.module = Some(self.modules[mi].name.clone());
-        if let Some(m) = map {
+        if let Some(m) = &map {
             frame.module_offset = addr - m.start + m.offset;
         }
         if let Some((elf, vaddr)) = self.resolve(mi, addr) {

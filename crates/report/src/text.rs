@@ -110,7 +110,7 @@ fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
         w,
         "          wait {}, hold {}; {} locks, {} sites, {} threads{rw}",
         fmt_ns(s.wait_ns_total),
-        hold_total(a, &t.agg),
+        hold_total(&t.agg),
         t.locks,
         t.sites,
         t.threads
@@ -174,10 +174,8 @@ fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// A hold total, `-` when no hold was timed.
-fn hold_total(a: &Analysis, g: &Agg) -> String {
-    if g.stats.holds_timed == 0
-        && (a.header.hold_timing == HoldTiming::Off || g.stats.hold_ns_total == 0)
-    {
+fn hold_total(g: &Agg) -> String {
+    if g.stats.holds_timed == 0 && g.stats.hold_ns_total == 0 {
         "-".into()
     } else {
         fmt_ns(g.stats.hold_ns_total)
@@ -203,7 +201,7 @@ const STAT_COLS: [(&str, Align); 8] = [
     ("HOLD-MAX", Align::Right),
 ];
 
-fn stat_cells(a: &Analysis, g: &Agg) -> Vec<String> {
+fn stat_cells(g: &Agg) -> Vec<String> {
     let s = &g.stats;
     vec![
         fmt_pct(g.contention_pct()),
@@ -212,7 +210,7 @@ fn stat_cells(a: &Analysis, g: &Agg) -> Vec<String> {
         fmt_ns(s.wait_ns_total),
         fmt_ns(s.wait_ns_max),
         fmt_opt_ns(g.wait_avg_ns()),
-        hold_total(a, g),
+        hold_total(g),
         hold_max(g),
     ]
 }
@@ -249,13 +247,12 @@ fn locks_table(
     cols.push(("NAME/ADDRESS", Align::Left));
     let mut t = Table::new(&cols);
     for l in locks.iter().take(shown) {
-        let mut row = stat_cells(a, &l.agg);
+        let mut row = stat_cells(&l.agg);
         row.push(l.kind.as_str().into());
         row.push(l.display_name());
         t.row(row);
-        // One site that is the whole lock tells nothing new in the summary.
-        for s in l.sites.iter().take(sites) {
-            let mut row = stat_cells(a, &s.agg);
+        for s in l.sorted_sites(key).into_iter().take(sites) {
+            let mut row = stat_cells(&s.agg);
             row.push(String::new());
             row.push(format!("  at {}", s.function));
             t.row(row);
@@ -282,7 +279,7 @@ fn sites_table(a: &Analysis, key: SortKey, top: usize, w: &mut dyn Write) -> io:
     cols.push(("SITE", Align::Left));
     let mut t = Table::new(&cols);
     for (l, s) in sites.iter().take(shown) {
-        let mut row = stat_cells(a, &s.agg);
+        let mut row = stat_cells(&s.agg);
         row.push(l.display_name());
         row.push(s.function.clone());
         t.row(row);
@@ -303,7 +300,7 @@ fn threads_table(a: &Analysis, key: SortKey, top: usize, w: &mut dyn Write) -> i
     cols.push(("NAME", Align::Left));
     let mut t = Table::new(&cols);
     for th in threads.iter().take(shown) {
-        let mut row = stat_cells(a, &th.agg);
+        let mut row = stat_cells(&th.agg);
         row.push(th.locks.to_string());
         row.push(th.tid.to_string());
         row.push(th.name.clone());
