@@ -163,6 +163,16 @@ fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
             d.holds
         )?;
     }
+    let (hz, hz_run) = (h.clock.hz, h.clock.hz_run);
+    if hz > 0 && hz_run > 0 && (hz_run as f64 / hz as f64 - 1.0).abs() > 0.05 {
+        writeln!(
+            w,
+            "note: the clock ran at {:.3} GHz over the run but ticks were converted at {:.3} GHz: times are off by a factor of ~{:.2}",
+            hz_run as f64 / 1e9,
+            hz as f64 / 1e9,
+            hz_run as f64 / hz as f64
+        )?;
+    }
     match h.hold_timing {
         HoldTiming::On => {}
         HoldTiming::Off => writeln!(w, "note: hold timing was off: hold times were not measured")?,

@@ -351,6 +351,7 @@ fn text_warns_loudly_about_drops() {
     );
     assert!(s.contains("WARNING"));
     assert!(s.contains("hold timing was off"));
+    assert!(!s.contains("clock ran at"));
     let sum = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
     assert!(sum.contains("not recorded: tables full"));
 }
@@ -422,4 +423,13 @@ fn render_dispatches_on_format() {
         let s = common::render_to(&a, |a, w| lockmeter_report::render(a, &opts, w));
         assert!(s.starts_with(starts), "{format}: {s}");
     }
+}
+
+#[test]
+fn text_notes_clock_drift() {
+    let mut p = sample_profile();
+    p.header.clock = ClockInfo { source: 1, hz: 1_000_000_000, hz_run: 1_500_000_000 };
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let s = text_of(&a, ReportOptions::default());
+    assert!(s.contains("note: the clock ran at 1.500 GHz over the run but ticks were converted at 1.000 GHz: times are off by a factor of ~1.50"), "{s}");
 }
