@@ -239,8 +239,9 @@ impl Analysis {
         let mut thread_idx: HashMap<u32, usize> =
             threads.iter().enumerate().map(|(i, t)| (t.index, i)).collect();
 
-        let mut frames: HashMap<u64, Frame> = HashMap::new();
+        let mut frames: HashMap<u64, (Frame, String)> = HashMap::new();
         let mut site_idx: HashMap<(usize, String), usize> = HashMap::new();
+        let mut addr_site: HashMap<(usize, u64), usize> = HashMap::new();
         let mut pairs: HashSet<(usize, usize)> = HashSet::new();
         let mut totals = Agg::default();
 
@@ -281,24 +282,36 @@ impl Analysis {
                 lock.threads += 1;
                 threads[ti].locks += 1;
             }
-            let frame = frames.entry(r.site).or_insert_with(|| sym.code(r.site));
-            let name = frame.to_string();
-            let si = *site_idx.entry((li, name.clone())).or_insert_with(|| {
-                lock.sites.push(SiteAgg {
-                    lock: lock.id,
-                    function: name,
-                    frame: frame.clone(),
-                    address: r.site,
-                    agg: Agg::default(),
-                });
-                lock.sites.len() - 1
-            });
-            let site = &mut lock.sites[si];
-            site.agg.add(r);
-            if r.site < site.address {
-                site.address = r.site;
-                site.frame = frame.clone();
-            }
+            // (lock, site address) → site, then (lock, site name) → site: addresses that get
+            // the same name merge.
+            let si = match addr_site.get(&(li, r.site)) {
+                Some(&si) => si,
+                None => {
+                    let (frame, name) = frames.entry(r.site).or_insert_with(|| {
+                        let f = sym.code(r.site);
+                        let n = f.to_string();
+                        (f, n)
+                    });
+                    let si = *site_idx.entry((li, name.clone())).or_insert_with(|| {
+                        lock.sites.push(SiteAgg {
+                            lock: lock.id,
+                            function: name.clone(),
+                            frame: frame.clone(),
+                            address: r.site,
+                            agg: Agg::default(),
+                        });
+                        lock.sites.len() - 1
+                    });
+                    addr_site.insert((li, r.site), si);
+                    let site = &mut lock.sites[si];
+                    if r.site < site.address {
+                        site.address = r.site;
+                        site.frame = frame.clone();
+                    }
+                    si
+                }
+            };
+            lock.sites[si].agg.add(r);
         }
         for l in &mut locks {
             l.sites.sort_by(|a, b| {
