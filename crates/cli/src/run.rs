@@ -24,7 +24,9 @@ impl std::str::FromStr for Hold {
             "off" => Ok(Hold::Off),
             _ => match s.strip_prefix("sample:").and_then(|n| n.parse::<u32>().ok()) {
                 Some(n) if n >= 2 => Ok(Hold::Sample(n)),
-                _ => Err(format!("'{s}' is not a hold timing mode: use on, off or sample:N (N >= 2)")),
+                _ => Err(format!(
+                    "'{s}' is not a hold timing mode: use on, off or sample:N (N >= 2)"
+                )),
             },
         }
     }
@@ -55,7 +57,12 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,
     /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     pub(crate) command: Vec<OsString>,
 }
 
@@ -77,12 +84,16 @@ pub(crate) fn find_preload() -> Result<PathBuf> {
         if p.is_file() {
             return Ok(p);
         }
-        bail!("LOCKMETER_PRELOAD={} is not a file; unset it or point it at liblockmeter_preload.so", p.display());
+        bail!(
+            "LOCKMETER_PRELOAD={} is not a file; unset it or point it at liblockmeter_preload.so",
+            p.display()
+        );
     }
     let exe = std::env::current_exe().context("cannot find the lockmeter executable")?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     let name = "liblockmeter_preload.so";
-    for cand in [dir.join(name), dir.join("../lib/lockmeter").join(name), dir.join("..").join(name)] {
+    for cand in [dir.join(name), dir.join("../lib/lockmeter").join(name), dir.join("..").join(name)]
+    {
         if cand.is_file() {
             return Ok(cand.canonicalize().unwrap_or(cand));
         }
@@ -95,7 +106,10 @@ pub(crate) fn find_preload() -> Result<PathBuf> {
 
 /// The first `lockmeter-N.lmp` that does not exist yet.
 pub(crate) fn default_output(stem: &str) -> PathBuf {
-    (1..).map(|n| PathBuf::from(format!("{stem}-{n}.lmp"))).find(|p| !p.exists() && !p.with_extension("lmp.tmp").exists()).unwrap_or_default()
+    (1..)
+        .map(|n| PathBuf::from(format!("{stem}-{n}.lmp")))
+        .find(|p| !p.exists() && !p.with_extension("lmp.tmp").exists())
+        .unwrap_or_default()
 }
 
 /// Which program `cmd` names, as the shell would find it.
@@ -126,7 +140,9 @@ pub(crate) struct Ran {
 
 /// Runs `command` under the preload, writing `output`.
 pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -> Result<Ran> {
-    let Some(prog) = command.first() else { bail!("no program given: lockmeter run -- PROGRAM [ARGS...]") };
+    let Some(prog) = command.first() else {
+        bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
+    };
     resolve_program(prog)?;
     let lib = find_preload()?;
     let output = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
@@ -135,7 +151,11 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         old.push(".old");
         std::fs::rename(&output, &old)
             .with_context(|| format!("cannot move the existing {} aside", output.display()))?;
-        eprintln!("lockmeter: moved the existing {} to {}", output.display(), PathBuf::from(&old).display());
+        eprintln!(
+            "lockmeter: moved the existing {} to {}",
+            output.display(),
+            PathBuf::from(&old).display()
+        );
     }
     let mut preload = lib.into_os_string();
     if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
@@ -159,7 +179,11 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         let hz = lockmeter_core::clock::measure_tsc_hz(30_000_000);
         cmd.env("LOCKMETER_CLOCK", "tsc").env("LOCKMETER_TSC_HZ", hz.to_string());
     }
-    for (var, v) in [("LOCKMETER_RECORDS", args.records), ("LOCKMETER_LOCKS", args.locks), ("LOCKMETER_THREADS", args.threads)] {
+    for (var, v) in [
+        ("LOCKMETER_RECORDS", args.records),
+        ("LOCKMETER_LOCKS", args.locks),
+        ("LOCKMETER_THREADS", args.threads),
+    ] {
         if let Some(v) = v {
             cmd.env(var, v.to_string());
         }
@@ -184,7 +208,8 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
             Ok(())
         });
     }
-    let mut child = cmd.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))?;
+    let mut child =
+        cmd.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
@@ -197,10 +222,12 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
             for e in rd.flatten() {
                 let n = e.file_name().to_string_lossy().into_owned();
                 let Some(rest) = n.strip_prefix(&prefix) else { continue };
-                if !rest.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+                if !rest.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                {
                     continue;
                 }
-                let fresh = e.metadata().and_then(|m| m.modified()).map(|m| m >= start).unwrap_or(false);
+                let fresh =
+                    e.metadata().and_then(|m| m.modified()).map(|m| m >= start).unwrap_or(false);
                 if fresh {
                     others.push(e.path());
                 }
@@ -239,7 +266,10 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
         None => {}
     }
     if !ran.others.is_empty() {
-        eprintln!("lockmeter: {} more profile(s), from child processes or exec'd images:", ran.others.len());
+        eprintln!(
+            "lockmeter: {} more profile(s), from child processes or exec'd images:",
+            ran.others.len()
+        );
         for o in &ran.others {
             eprintln!("  {}", o.display());
         }
@@ -249,7 +279,8 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
     }
     let sig = ran.status.signal().unwrap_or(0);
     // SAFETY: strsignal returns a static or thread-local string for any number.
-    let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned();
+    let name =
+        unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned();
     eprintln!("lockmeter: {prog} was killed by signal {sig} ({name})");
     Ok(ExitCode::from((128 + sig).min(255) as u8))
 }

@@ -29,6 +29,7 @@ pub fn set_source(s: Source) {
 }
 
 /// The clock source [`now`] reads.
+#[inline]
 pub fn source() -> Source {
     if SOURCE.load(Relaxed) == Source::Tsc as u8 { Source::Tsc } else { Source::Monotonic }
 }
@@ -102,7 +103,8 @@ impl Calibration {
     /// A conversion for a source ticking at `hz`.
     pub fn from_hz(hz: u64) -> Self {
         let hz = hz.max(1);
-        let mult = ((1_000_000_000u128 << Self::SHIFT) / hz as u128).clamp(1, u64::MAX as u128) as u64;
+        let mult =
+            ((1_000_000_000u128 << Self::SHIFT) / hz as u128).clamp(1, u64::MAX as u128) as u64;
         Calibration { hz, mult, shift: Self::SHIFT, fast_limit: u64::MAX / mult }
     }
 

@@ -51,14 +51,17 @@ impl Slot {
         }
     }
     /// The lock's address (0 for an empty slot).
+    #[inline]
     pub fn addr(&self) -> u64 {
         self.addr.load(Acquire)
     }
     /// The current generation.
+    #[inline]
     pub fn generation(&self) -> u32 {
         self.gen_.load(Relaxed)
     }
     /// The kind last seen for this address.
+    #[inline]
     pub fn kind(&self) -> Option<LockKind> {
         LockKind::from_u8(self.kind.load(Relaxed))
     }
@@ -77,7 +80,11 @@ pub struct Registry<'a> {
 impl<'a> Registry<'a> {
     /// A registry over `slots` (zeroed); capacity is the largest power of two not above the length.
     pub fn new(slots: &'a [Slot]) -> Self {
-        let cap = if slots.is_empty() { 0 } else { 1usize << (usize::BITS - 1 - slots.len().leading_zeros()) };
+        let cap = if slots.is_empty() {
+            0
+        } else {
+            1usize << (usize::BITS - 1 - slots.len().leading_zeros())
+        };
         Registry {
             slots: &slots[..cap],
             mask: cap.wrapping_sub(1),
@@ -181,6 +188,7 @@ impl<'a> Registry<'a> {
     }
 
     /// Slot `idx`.
+    #[inline]
     pub fn slot(&self, idx: u32) -> Option<&'a Slot> {
         self.slots.get(idx as usize)
     }

@@ -242,6 +242,7 @@ impl LiveStats {
     }
 
     /// A plain copy.
+    #[inline(never)]
     pub fn snapshot(&self) -> Stats {
         Stats {
             acquisitions: self.acquisitions.get(),

@@ -59,11 +59,21 @@ impl<'a> Table<'a> {
     /// A table over `entries`, which must be empty (zeroed). The usable capacity is the largest
     /// power of two not above `entries.len()`.
     pub fn new(entries: &'a [Entry]) -> Self {
-        let cap = if entries.is_empty() { 0 } else { 1usize << (usize::BITS - 1 - entries.len().leading_zeros()) };
-        Table { entries: &entries[..cap], mask: cap.wrapping_sub(1), limit: (cap as u64 * 7) / 8, len: Counter::new() }
+        let cap = if entries.is_empty() {
+            0
+        } else {
+            1usize << (usize::BITS - 1 - entries.len().leading_zeros())
+        };
+        Table {
+            entries: &entries[..cap],
+            mask: cap.wrapping_sub(1),
+            limit: (cap as u64 * 7) / 8,
+            len: Counter::new(),
+        }
     }
 
     /// Number of records in use.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len.get() as usize
     }

@@ -119,7 +119,11 @@ fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
     b.tmp.push(b".tmp.").push_u64(pid as u64);
     // SAFETY: `tmp` is NUL-terminated.
     let fd = unsafe {
-        libc::open(b.tmp.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, 0o644)
+        libc::open(
+            b.tmp.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
     };
     if fd < 0 {
         complain(b"cannot create the profile file ", b.tmp.bytes());
@@ -184,7 +188,9 @@ fn complain(what: &[u8], path: &[u8]) {
 }
 
 fn encode(b: &mut Bufs, fd: c_int, pid: u32, end: End) -> bool {
-    let Ok(mut enc) = Encoder::begin(BufSink::<FdSink, 16384>::new(FdSink(fd))) else { return false };
+    let Ok(mut enc) = Encoder::begin(BufSink::<FdSink, 16384>::new(FdSink(fd))) else {
+        return false;
+    };
     if write_records(b, &mut enc, pid, end).is_none() {
         return false;
     }
@@ -203,13 +209,16 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     let duration = end_mono.saturating_sub(start_mono);
     let hz = CFG.calib_hz.load(Relaxed);
     let hz_run = if duration > 100_000_000 && clock::source() == clock::Source::Tsc {
-        ((end_ticks.wrapping_sub(START_TICKS.load(Relaxed)) as u128 * 1_000_000_000) / duration as u128) as u64
+        ((end_ticks.wrapping_sub(START_TICKS.load(Relaxed)) as u128 * 1_000_000_000)
+            / duration as u128) as u64
     } else {
         0
     };
     let cmdline = sys::read_file(c"/proc/self/cmdline", &mut b.cmdline);
     // SAFETY: the path is NUL-terminated and `exe` is a writable buffer of the given size.
-    let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), b.exe.as_mut_ptr().cast(), b.exe.len()) };
+    let n = unsafe {
+        libc::readlink(c"/proc/self/exe".as_ptr(), b.exe.as_mut_ptr().cast(), b.exe.len())
+    };
     let exe = b.exe.get(..n.max(0) as usize).unwrap_or(&[]);
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
@@ -245,35 +254,26 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
 
     write_maps(b, enc)?;
 
-    // Threads.
-    for sh in state::shards() {
-        b.scratch.clear().push(b"/proc/self/task/").push_u64(sh.tid as u64).push(b"/comm");
-        // SAFETY: `scratch` is NUL-terminated and outlives the call.
-        let path = unsafe { core::ffi::CStr::from_ptr(b.scratch.as_ptr()) };
-        let comm = sys::read_file(path, &mut b.comm);
-        let comm = comm.strip_suffix(b"\n").unwrap_or(comm);
-        let name: &[u8] = if comm.is_empty() {
-            let n = sh.name.iter().position(|&c| c == 0).unwrap_or(sh.name.len());
-            sh.name.get(..n).unwrap_or(&[])
-        } else {
-            comm
-        };
-        enc.thread(sh.index, sh.tid, name).ok()?;
-    }
-
     // Locks and records, with dense lock ids assigned in a scratch map.
     let reg = state::registry()?;
     let total: usize = state::shards().map(|s| s.table.len()).sum();
     let ids = IdMap::new(total);
     let calib = CALIB_KEY.load(Relaxed);
     for sh in state::shards() {
+        let mut listed = false;
         for (k1, site, live) in sh.table.iter() {
             let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
             let pair = ((slot_idx as u64) << 32) | gen_ as u64;
             if pair == calib {
                 continue;
             }
-            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else { continue };
+            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+                continue;
+            };
+            if !listed {
+                write_thread(b, enc, sh)?;
+                listed = true;
+            }
             let (id, new) = ids.get(pair)?;
             if new {
                 let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
@@ -323,6 +323,23 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     })
     .ok()?;
     Some(())
+}
+
+/// Writes a thread's record (only threads with records are listed: the constructor's
+/// calibration leaves the main thread with none of its own).
+fn write_thread(b: &mut Bufs, enc: &mut Enc, sh: &state::Shard) -> Option<()> {
+    b.scratch.clear().push(b"/proc/self/task/").push_u64(sh.tid as u64).push(b"/comm");
+    // SAFETY: `scratch` is NUL-terminated and outlives the call.
+    let path = unsafe { core::ffi::CStr::from_ptr(b.scratch.as_ptr()) };
+    let comm = sys::read_file(path, &mut b.comm);
+    let comm = comm.strip_suffix(b"\n").unwrap_or(comm);
+    let name: &[u8] = if comm.is_empty() {
+        let n = sh.name.iter().position(|&c| c == 0).unwrap_or(sh.name.len());
+        sh.name.get(..n).unwrap_or(&[])
+    } else {
+        comm
+    };
+    enc.thread(sh.index, sh.tid, name).ok()
 }
 
 /// Streams `/proc/self/maps` into map records.
@@ -389,7 +406,11 @@ impl IdMap {
         IdMap {
             keys: mem.cast(),
             // SAFETY: in bounds of the mapping (cap * 8 <= bytes); null stays unused when it failed.
-            vals: if mem.is_null() { core::ptr::null_mut() } else { unsafe { mem.add(cap * 8) }.cast() },
+            vals: if mem.is_null() {
+                core::ptr::null_mut()
+            } else {
+                unsafe { mem.add(cap * 8) }.cast()
+            },
             cap,
             bytes,
             next: core::cell::Cell::new(0),

@@ -10,7 +10,9 @@ use crate::meter::{self, How};
 use crate::real;
 use crate::state::{enter, leave};
 use core::ffi::{c_char, c_int};
-use libc::{clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, timespec};
+use libc::{
+    clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, timespec,
+};
 use lockmeter_core::{LockKind, Mode, clock};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -53,11 +55,17 @@ unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_i
 trampoline!("C" fn pthread_mutex_trylock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_trylock);
 unsafe extern "C" fn imp_mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
-    meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || unsafe { real::mutex_trylock(m) })
+    meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || unsafe {
+        real::mutex_trylock(m)
+    })
 }
 
 trampoline!("C" fn pthread_mutex_timedlock(_m: *mut pthread_mutex_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => imp_mutex_timedlock);
-unsafe extern "C" fn imp_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec, site: usize) -> c_int {
+unsafe extern "C" fn imp_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
     meter::lock_with(
         m as usize,
         LockKind::Mutex,
@@ -71,7 +79,12 @@ unsafe extern "C" fn imp_mutex_timedlock(m: *mut pthread_mutex_t, t: *const time
 }
 
 trampoline!("C" fn pthread_mutex_clocklock(_m: *mut pthread_mutex_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_mutex_clocklock);
-unsafe extern "C" fn imp_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
+unsafe extern "C" fn imp_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    c: clockid_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
     meter::lock_with(
         m as usize,
         LockKind::Mutex,
@@ -99,7 +112,10 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 /// # Safety
 /// The libc contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t) -> c_int {
+pub unsafe extern "C" fn pthread_mutex_init(
+    m: *mut pthread_mutex_t,
+    a: *const libc::pthread_mutexattr_t,
+) -> c_int {
     renew(m as usize, LockKind::Mutex);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::mutex_init(m, a) }
@@ -148,7 +164,13 @@ macro_rules! rw_blocking {
     };
 }
 rw_blocking!(pthread_rwlock_rdlock, imp_rwlock_rdlock, Mode::Read, rwlock_tryrdlock, rwlock_rdlock);
-rw_blocking!(pthread_rwlock_wrlock, imp_rwlock_wrlock, Mode::Write, rwlock_trywrlock, rwlock_wrlock);
+rw_blocking!(
+    pthread_rwlock_wrlock,
+    imp_rwlock_wrlock,
+    Mode::Write,
+    rwlock_trywrlock,
+    rwlock_wrlock
+);
 
 macro_rules! rw_try {
     ($name:ident, $imp:ident, $mode:expr, $try:ident) => {
@@ -179,8 +201,20 @@ macro_rules! rw_timed {
         }
     };
 }
-rw_timed!(pthread_rwlock_timedrdlock, imp_rwlock_timedrdlock, Mode::Read, rwlock_tryrdlock, rwlock_timedrdlock);
-rw_timed!(pthread_rwlock_timedwrlock, imp_rwlock_timedwrlock, Mode::Write, rwlock_trywrlock, rwlock_timedwrlock);
+rw_timed!(
+    pthread_rwlock_timedrdlock,
+    imp_rwlock_timedrdlock,
+    Mode::Read,
+    rwlock_tryrdlock,
+    rwlock_timedrdlock
+);
+rw_timed!(
+    pthread_rwlock_timedwrlock,
+    imp_rwlock_timedwrlock,
+    Mode::Write,
+    rwlock_trywrlock,
+    rwlock_timedwrlock
+);
 
 macro_rules! rw_clock {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
@@ -199,8 +233,20 @@ macro_rules! rw_clock {
         }
     };
 }
-rw_clock!(pthread_rwlock_clockrdlock, imp_rwlock_clockrdlock, Mode::Read, rwlock_tryrdlock, rwlock_clockrdlock);
-rw_clock!(pthread_rwlock_clockwrlock, imp_rwlock_clockwrlock, Mode::Write, rwlock_trywrlock, rwlock_clockwrlock);
+rw_clock!(
+    pthread_rwlock_clockrdlock,
+    imp_rwlock_clockrdlock,
+    Mode::Read,
+    rwlock_tryrdlock,
+    rwlock_clockrdlock
+);
+rw_clock!(
+    pthread_rwlock_clockwrlock,
+    imp_rwlock_clockwrlock,
+    Mode::Write,
+    rwlock_trywrlock,
+    rwlock_clockwrlock
+);
 
 /// Interposed `pthread_rwlock_unlock`.
 ///
@@ -217,7 +263,10 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_in
 /// # Safety
 /// The libc contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const libc::pthread_rwlockattr_t) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_init(
+    l: *mut pthread_rwlock_t,
+    a: *const libc::pthread_rwlockattr_t,
+) -> c_int {
     renew(l as usize, LockKind::RwLock);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::rwlock_init(l, a) }
@@ -256,7 +305,9 @@ unsafe extern "C" fn imp_spin_lock(l: *mut pthread_spinlock_t, site: usize) -> c
 trampoline!("C" fn pthread_spin_trylock(_l: *mut pthread_spinlock_t) -> c_int; x86 "rsi", arm "x1" => imp_spin_trylock);
 unsafe extern "C" fn imp_spin_trylock(l: *mut pthread_spinlock_t, site: usize) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
-    meter::trylock_with(l as usize, LockKind::SpinLock, Mode::Exclusive, site, || unsafe { real::spin_trylock(l) })
+    meter::trylock_with(l as usize, LockKind::SpinLock, Mode::Exclusive, site, || unsafe {
+        real::spin_trylock(l)
+    })
 }
 
 /// Interposed `pthread_spin_unlock`.
@@ -320,13 +371,22 @@ fn cond_common(m: usize, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
 }
 
 trampoline!("C-unwind" fn pthread_cond_wait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t) -> c_int; x86 "rdx", arm "x2" => imp_cond_wait);
-unsafe extern "C-unwind" fn imp_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, site: usize) -> c_int {
+unsafe extern "C-unwind" fn imp_cond_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    site: usize,
+) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     cond_common(m as usize, site, || unsafe { real::cond_wait(c, m) })
 }
 
 trampoline!("C-unwind" fn pthread_cond_timedwait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_cond_timedwait);
-unsafe extern "C-unwind" fn imp_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec, site: usize) -> c_int {
+unsafe extern "C-unwind" fn imp_cond_timedwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     cond_common(m as usize, site, || unsafe { real::cond_timedwait(c, m, t) })
 }
@@ -391,7 +451,11 @@ fn exec_common(f: impl FnOnce() -> c_int) -> c_int {
 /// # Safety
 /// The libc contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn execve(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execve(
+    p: *const c_char,
+    a: *const *const c_char,
+    e: *const *const c_char,
+) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     exec_common(|| unsafe { real::execve(p, a, e) })
 }
@@ -421,7 +485,11 @@ pub unsafe extern "C" fn execvp(p: *const c_char, a: *const *const c_char) -> c_
 /// # Safety
 /// The libc contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn execvpe(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execvpe(
+    p: *const c_char,
+    a: *const *const c_char,
+    e: *const *const c_char,
+) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     exec_common(|| unsafe { real::execvpe(p, a, e) })
 }
@@ -431,7 +499,11 @@ pub unsafe extern "C" fn execvpe(p: *const c_char, a: *const *const c_char, e: *
 /// # Safety
 /// The libc contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn fexecve(fd: c_int, a: *const *const c_char, e: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    a: *const *const c_char,
+    e: *const *const c_char,
+) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     exec_common(|| unsafe { real::fexecve(fd, a, e) })
 }

@@ -37,7 +37,8 @@ fn init_inner() {
     };
     CFG.hold_every.store(hold, Relaxed);
     CFG.records_per_thread.store(env_u64(c"LOCKMETER_RECORDS", 4096, 16, 1 << 24), Relaxed);
-    CFG.max_threads.store(env_u64(c"LOCKMETER_THREADS", 1024, 1, state::MAX_THREADS as u64) as u32, Relaxed);
+    CFG.max_threads
+        .store(env_u64(c"LOCKMETER_THREADS", 1024, 1, state::MAX_THREADS as u64) as u32, Relaxed);
     let locks = env_u64(c"LOCKMETER_LOCKS", 65536, 16, 1 << 26) as usize;
 
     // Clock.
@@ -179,7 +180,9 @@ fn install_signal(sig: c_int) {
     // SAFETY: zeroed sigaction is a valid "query" argument; sigaction only writes `old`.
     unsafe {
         let mut old: libc::sigaction = core::mem::zeroed();
-        if libc::sigaction(sig, core::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+        if libc::sigaction(sig, core::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
             return;
         }
         let mut sa: libc::sigaction = core::mem::zeroed();

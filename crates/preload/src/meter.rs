@@ -27,12 +27,23 @@ pub(crate) fn key(slot: u32, gen_: u32, kind: LockKind, mode: Mode) -> u64 {
 
 /// Unpacks a record key into (slot, generation, kind, mode).
 pub(crate) fn unkey(k: u64) -> (u32, u32, u8, u8) {
-    (((k >> 36) & 0x7ff_ffff) as u32, ((k >> 5) & 0x7fff_ffff) as u32, ((k >> 2) & 7) as u8, (k & 3) as u8)
+    (
+        ((k >> 36) & 0x7ff_ffff) as u32,
+        ((k >> 5) & 0x7fff_ffff) as u32,
+        ((k >> 2) & 7) as u8,
+        (k & 3) as u8,
+    )
 }
 
 /// The record and registry slot for (lock, site, mode), through the thread's lookup cache.
 #[inline(always)]
-fn lookup(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize) -> Option<(&'static LiveStats, &'static Slot)> {
+fn lookup(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+) -> Option<(&'static LiveStats, &'static Slot)> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
     let ci = ((addr >> 4) ^ (site >> 2)) & (p.cache.len() - 1);
@@ -150,13 +161,7 @@ pub(crate) fn acquired(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: u
     let p = unsafe { cx.private() };
     match p.held.get_mut(p.held_len) {
         Some(h) => {
-            *h = Held {
-                addr,
-                entry: st,
-                slot,
-                t_acq,
-                mode: mode as u8,
-            };
+            *h = Held { addr, entry: st, slot, t_acq, mode: mode as u8 };
             p.held_len += 1;
         }
         None => cx.shard.held_overflow.add(1),
@@ -235,7 +240,9 @@ pub(crate) fn released(cx: &Cx, i: usize, t_rel: u64, was_wanted: bool) {
         }
     }
     let len = p.held_len;
-    if i < len {
+    if i + 1 == len {
+        p.held_len = i; // the usual case: the most recent lock is released first
+    } else if i < len {
         p.held.copy_within(i + 1..len, i);
         p.held_len = len - 1;
     }
@@ -291,7 +298,13 @@ pub(crate) fn lock_with(
 
 /// A trylock.
 #[inline(always)]
-pub(crate) fn trylock_with(addr: usize, kind: LockKind, mode: Mode, site: usize, try_lock: impl FnOnce() -> c_int) -> c_int {
+pub(crate) fn trylock_with(
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+) -> c_int {
     let Some(cx) = crate::state::enter() else { return try_lock() };
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {

@@ -9,7 +9,9 @@
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use libc::{clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, timespec};
+use libc::{
+    clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, timespec,
+};
 
 #[cfg(target_arch = "x86_64")]
 const COND_VERSION: &[u8] = b"GLIBC_2.3.2\0";
@@ -44,7 +46,10 @@ unsafe extern "C" {
     #[link_name = "__pthread_rwlock_unlock"]
     fn fallback_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int;
     #[link_name = "__pthread_rwlock_init"]
-    fn fallback_rwlock_init(l: *mut pthread_rwlock_t, a: *const libc::pthread_rwlockattr_t) -> c_int;
+    fn fallback_rwlock_init(
+        l: *mut pthread_rwlock_t,
+        a: *const libc::pthread_rwlockattr_t,
+    ) -> c_int;
     #[link_name = "__pthread_rwlock_destroy"]
     fn fallback_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int;
 }
@@ -55,7 +60,11 @@ fn lookup(name: &[u8], version: Option<&[u8]>) -> usize {
     // SAFETY: `name` and `version` are NUL-terminated literals; dlsym/dlvsym only read them.
     let mut p = match version {
         Some(v) if v.len() > 1 => unsafe {
-            libc::dlvsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char, v.as_ptr() as *const c_char)
+            libc::dlvsym(
+                libc::RTLD_NEXT,
+                name.as_ptr() as *const c_char,
+                v.as_ptr() as *const c_char,
+            )
         },
         _ => core::ptr::null_mut(),
     };

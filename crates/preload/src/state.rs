@@ -172,13 +172,15 @@ pub(crate) struct Shard {
 // owning thread, inside a hook, with the thread's `busy` flag set (so never re-entrantly).
 unsafe impl Sync for Shard {}
 
-pub(crate) static SHARDS: [AtomicPtr<Shard>; MAX_THREADS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_THREADS];
+pub(crate) static SHARDS: [AtomicPtr<Shard>; MAX_THREADS] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_THREADS];
 pub(crate) static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 /// Threads refused a shard, and their acquisitions.
 pub(crate) static THREADS_REFUSED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ACQ_NO_SHARD: AtomicU64 = AtomicU64::new(0);
 
-/// The per-thread TLS block.
+/// The per-thread TLS block. All-zero is its initial state (no lazy init, no destructor).
+#[repr(C)]
 pub(crate) struct Tls {
     pub(crate) shard: Cell<*const Shard>,
     /// Set while a hook does its own bookkeeping: nested calls pass straight through.
@@ -187,10 +189,56 @@ pub(crate) struct Tls {
     pub(crate) refused: Cell<bool>,
 }
 
+// On x86_64 the block is a `.tbss` symbol reached through the initial-exec TLS model: one
+// `%fs`-relative load, where Rust's `thread_local!` in a cdylib calls `__tls_get_addr` on every
+// access (general-dynamic model). A library loaded by LD_PRELOAD always gets static TLS.
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl __lockmeter_preload_tls",
+    ".hidden __lockmeter_preload_tls",
+    ".type __lockmeter_preload_tls, @object",
+    ".size __lockmeter_preload_tls, 16",
+    "__lockmeter_preload_tls:",
+    ".zero 16",
+    ".popsection",
+);
+
+const _: () = assert!(size_of::<Tls>() <= 16 && align_of::<Tls>() <= 8);
+
+/// This thread's TLS block.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn tls() -> Option<&'static Tls> {
+    let p: usize;
+    // SAFETY: loads the block's offset from the thread pointer (a GOT entry filled by the dynamic
+    // linker) and adds the thread pointer (%fs:0 holds its own address on x86_64 Linux). The
+    // block is 16 zero-initialized bytes, valid as a `Tls`, alive as long as the thread.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr [rip + __lockmeter_preload_tls@GOTTPOFF]",
+            "add {p}, qword ptr fs:0",
+            p = out(reg) p,
+            options(nostack, pure, readonly, preserves_flags)
+        );
+        Some(&*(p as *const Tls))
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
 thread_local! {
-    pub(crate) static TLS: Tls = const {
+    static TLS: Tls = const {
         Tls { shard: Cell::new(core::ptr::null()), busy: Cell::new(false), refused: Cell::new(false) }
     };
+}
+
+/// This thread's TLS block.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(crate) fn tls() -> Option<&'static Tls> {
+    // SAFETY: the block has no destructor and lives as long as the thread.
+    TLS.try_with(|t| unsafe { &*(t as *const Tls) }).ok()
 }
 
 /// Creates the calling thread's shard.
@@ -259,9 +307,8 @@ pub(crate) fn enter() -> Option<Cx> {
     if STATE.load(Relaxed) != READY {
         return None;
     }
-    let tls = TLS.try_with(|t| t as *const Tls).ok()?;
-    // SAFETY: `tls` points at this thread's TLS block, alive for the thread's life (no destructor).
-    let t = unsafe { &*tls };
+    let t = tls()?;
+    let tls = t as *const Tls;
     if t.busy.get() {
         return None;
     }
@@ -295,11 +342,11 @@ pub(crate) fn leave(cx: Cx) {
 
 /// Forgets the calling thread's shard (in a fork child).
 pub(crate) fn reset_thread() {
-    let _ = TLS.try_with(|t| {
+    if let Some(t) = tls() {
         t.shard.set(core::ptr::null());
         t.busy.set(false);
         t.refused.set(false);
-    });
+    }
 }
 
 /// Every shard created so far.

@@ -119,7 +119,10 @@ static CPU_MODE: AtomicU8 = AtomicU8::new(0);
 pub(crate) fn init_cpu_id() {
     let off = crate::real::data_symbol(b"__rseq_offset\0") as *const isize;
     let size = crate::real::data_symbol(b"__rseq_size\0") as *const u32;
-    if off.is_null() || size.is_null() || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+    if off.is_null()
+        || size.is_null()
+        || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
+    {
         CPU_MODE.store(2, Relaxed);
         return;
     }
