@@ -90,3 +90,25 @@ fn encoder_does_not_allocate() {
     assert_eq!(p.records[0], record);
     assert_eq!(p.header.exe.len(), 9000);
 }
+
+/// The encoder fits a small stack (signal handlers may run on a small alternate stack). The
+/// thread's stack also holds the test harness's frames, so this is an upper bound.
+#[test]
+fn encoder_fits_a_small_stack() {
+    let t = std::thread::Builder::new()
+        .stack_size(16 * 1024) // PTHREAD_STACK_MIN on x86_64
+        .spawn(|| {
+            // Output and input on the heap: only the encoder's frames use the stack.
+            let mut out = vec![0u8; 8192];
+            let mut s = Box::new(Stats::default());
+            s.wait_hist = [1; 65];
+            s.hold_hist = [2; 65];
+            let mut e = Encoder::begin(SliceSink::new(&mut out)).unwrap();
+            e.header(&HeaderRef { cmdline: &[b'a'; 3000], ..HeaderRef::default() }).unwrap();
+            e.stats(1, 2, 3, Mode::Read, &s).unwrap();
+            e.lock(1, 2, 3, LockKind::Mutex, Some(b"x")).unwrap();
+            e.finish().unwrap().len()
+        })
+        .unwrap();
+    assert!(t.join().unwrap() > 4000);
+}
