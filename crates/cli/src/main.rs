@@ -3,6 +3,7 @@
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
 mod demo;
+mod overhead;
 mod report_cmd;
 mod run;
 
@@ -25,6 +26,11 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Run a bundled multithreaded program under `run` and show its report.
     Demo(demo::DemoArgs),
+    /// Measure what the collector adds to an uncontended lock+unlock, in each hold-timing mode.
+    Overhead(overhead::OverheadArgs),
+    /// The overhead benchmark's workload.
+    #[command(hide = true, name = "__overhead-workload")]
+    OverheadWorkload(overhead::OverheadWorkloadArgs),
     /// The demo's workload (used by `lockmeter demo`).
     #[command(hide = true, name = "__demo-workload")]
     DemoWorkload(demo::WorkloadArgs),
@@ -36,6 +42,11 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
         Command::Demo(a) => demo::demo(a),
+        Command::Overhead(a) => overhead::overhead(a).map(|_| ExitCode::SUCCESS),
+        Command::OverheadWorkload(a) => {
+            overhead::workload(a);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::DemoWorkload(a) => {
             demo::workload(a);
             Ok(ExitCode::SUCCESS)

@@ -131,6 +131,35 @@ fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
     bail!("cannot run '{}': not found on PATH", p.display())
 }
 
+/// A command that runs `command` under the preload `lib`, writing `output`.
+pub(crate) fn metered_command(command: &[OsString], lib: &Path, output: &Path, hold: Hold) -> Result<Command> {
+    let Some(prog) = command.first() else { bail!("no program given: lockmeter run -- PROGRAM [ARGS...]") };
+    let mut preload = lib.as_os_str().to_owned();
+    if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(prev);
+    }
+    let mut cmd = Command::new(prog);
+    cmd.args(&command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("LOCKMETER_OUTPUT", output)
+        .env("LOCKMETER_ROOT_PPID", std::process::id().to_string())
+        .env(
+            "LOCKMETER_HOLD",
+            match hold {
+                Hold::On => "on".to_string(),
+                Hold::Off => "off".to_string(),
+                Hold::Sample(n) => format!("sample:{n}"),
+            },
+        );
+    if lockmeter_core::clock::tsc_is_invariant() {
+        static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let hz = *HZ.get_or_init(|| lockmeter_core::clock::measure_tsc_hz(30_000_000));
+        cmd.env("LOCKMETER_CLOCK", "tsc").env("LOCKMETER_TSC_HZ", hz.to_string());
+    }
+    Ok(cmd)
+}
+
 /// Result of running a program under the collector.
 pub(crate) struct Ran {
     pub(crate) status: std::process::ExitStatus,
@@ -157,33 +186,8 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
             PathBuf::from(&old).display()
         );
     }
-    let mut preload = lib.into_os_string();
-    if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
-        preload.push(":");
-        preload.push(prev);
-    }
-    let mut cmd = Command::new(prog);
-    cmd.args(&command[1..])
-        .env("LD_PRELOAD", preload)
-        .env("LOCKMETER_OUTPUT", &output)
-        .env("LOCKMETER_ROOT_PPID", std::process::id().to_string())
-        .env(
-            "LOCKMETER_HOLD",
-            match args.hold {
-                Hold::On => "on".to_string(),
-                Hold::Off => "off".to_string(),
-                Hold::Sample(n) => format!("sample:{n}"),
-            },
-        );
-    if lockmeter_core::clock::tsc_is_invariant() {
-        let hz = lockmeter_core::clock::measure_tsc_hz(30_000_000);
-        cmd.env("LOCKMETER_CLOCK", "tsc").env("LOCKMETER_TSC_HZ", hz.to_string());
-    }
-    for (var, v) in [
-        ("LOCKMETER_RECORDS", args.records),
-        ("LOCKMETER_LOCKS", args.locks),
-        ("LOCKMETER_THREADS", args.threads),
-    ] {
+    let mut cmd = metered_command(command, &lib, &output, args.hold)?;
+    for (var, v) in [("LOCKMETER_RECORDS", args.records), ("LOCKMETER_LOCKS", args.locks), ("LOCKMETER_THREADS", args.threads)] {
         if let Some(v) = v {
             cmd.env(var, v.to_string());
         }

@@ -132,17 +132,17 @@ pub fn tsc_is_invariant() -> bool {
 
 /// Measures the TSC rate against `CLOCK_MONOTONIC` over about `window_ns`, by busy-waiting.
 ///
-/// Takes the median of three windows. Uses no allocation and no lock (callable from a preload
+/// Takes the median of five windows. Uses no allocation and no lock (callable from a preload
 /// constructor).
 pub fn measure_tsc_hz(window_ns: u64) -> u64 {
-    let mut est = [0u64; 3];
+    let mut est = [0u64; 5];
     for e in est.iter_mut() {
         let (m0, t0) = paired();
         let mut m1;
         let mut t1;
         loop {
             (m1, t1) = paired();
-            if m1.wrapping_sub(m0) >= window_ns / 3 {
+            if m1.wrapping_sub(m0) >= window_ns / 5 {
                 break;
             }
         }
@@ -150,16 +150,26 @@ pub fn measure_tsc_hz(window_ns: u64) -> u64 {
         *e = ((t1.wrapping_sub(t0) as u128 * 1_000_000_000) / dm as u128) as u64;
     }
     est.sort_unstable();
-    est[1]
+    est[2]
 }
 
 /// A (monotonic ns, tsc) pair read as close together as possible: the tsc is the midpoint of two
-/// reads around the clock_gettime call.
+/// reads around the clock_gettime call, and of 8 tries the one with the tightest bracket is kept,
+/// so that a preemption between the reads cannot skew the calibration.
 fn paired() -> (u64, u64) {
-    let a = tsc();
-    let m = monotonic_ns();
-    let b = tsc();
-    (m, a + (b.wrapping_sub(a)) / 2)
+    let mut best = (0, 0);
+    let mut best_gap = u64::MAX;
+    for _ in 0..8 {
+        let a = tsc();
+        let m = monotonic_ns();
+        let b = tsc();
+        let gap = b.wrapping_sub(a);
+        if gap < best_gap {
+            best_gap = gap;
+            best = (m, a + gap / 2);
+        }
+    }
+    best
 }
 
 #[cfg(test)]

@@ -67,7 +67,9 @@ fn init_inner() {
     let (pid, ppid) = unsafe { (libc::getpid() as u64, libc::getppid() as u64) };
     dump::PID.store(pid as u32, Relaxed);
     let root = getenv(c"LOCKMETER_ROOT_PPID").and_then(sys::parse_u64);
-    dump::IS_ROOT.store(root == Some(ppid), Relaxed);
+    // Under `lockmeter run` the root process is the one whose parent is `run`; with a plain
+    // LD_PRELOAD every process tries the plain name first (without overwriting).
+    dump::IS_ROOT.store(root.is_none_or(|r| r == ppid), Relaxed);
     if let Some(out) = getenv(c"LOCKMETER_OUTPUT").filter(|o| !o.is_empty()) {
         dump::set_output(out);
     }

@@ -1,0 +1,150 @@
+//! `lockmeter overhead`: what the collector adds to an uncontended lock+unlock pair.
+//!
+//! Runs a bundled workload (this binary, hidden subcommand: one thread, one static pthread mutex,
+//! lock+unlock pairs called through the PLT like any program's) without the preload and with it in
+//! each hold-timing mode, interleaved round by round so that the machine's drift hits all modes
+//! alike. Reports the median ns per pair of each mode, its spread, and the median added cost.
+
+use crate::run::{Hold, find_preload, metered_command};
+use anyhow::{Context, Result, bail};
+use std::cell::UnsafeCell;
+use std::ffi::OsString;
+use std::process::Command;
+
+/// Options of `lockmeter overhead`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct OverheadArgs {
+    /// Rounds (each runs every mode once, interleaved).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Lock+unlock pairs per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    pairs: u64,
+    /// Sampling rate of the sampled mode.
+    #[arg(long, default_value_t = 16)]
+    sample: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of the workload.
+#[derive(Debug, clap::Args)]
+pub(crate) struct OverheadWorkloadArgs {
+    #[arg(long, default_value_t = 2_000_000)]
+    pairs: u64,
+}
+
+struct Mutex(UnsafeCell<libc::pthread_mutex_t>);
+// SAFETY: a pthread mutex is made to be shared; we only pass its address to libc.
+unsafe impl Sync for Mutex {}
+static BENCH_LOCK: Mutex = Mutex(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+
+/// The workload: prints the median ns per pair of 7 timed batches.
+pub(crate) fn workload(a: OverheadWorkloadArgs) {
+    let m = BENCH_LOCK.0.get();
+    let n = a.pairs.max(1);
+    let mut v: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                // SAFETY: a statically initialized mutex, locked and unlocked by this thread.
+                unsafe {
+                    libc::pthread_mutex_lock(m);
+                    libc::pthread_mutex_unlock(m);
+                }
+            }
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    println!("{:.3}", v[3]);
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+/// `lockmeter overhead`.
+pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
+    if a.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    let lib = find_preload()?;
+    let exe = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("lockmeter-overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let command: Vec<OsString> =
+        vec![exe.into_os_string(), "__overhead-workload".into(), "--pairs".into(), a.pairs.to_string().into()];
+    let modes: [(&str, Option<Hold>); 4] = [
+        ("raw (no preload)", None),
+        ("hold timing off", Some(Hold::Off)),
+        ("hold timing sample:N", Some(Hold::Sample(a.sample.max(2)))),
+        ("hold timing on", Some(Hold::On)),
+    ];
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut added: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for round in 0..a.rounds {
+        eprint!("\rlockmeter overhead: round {}/{}", round + 1, a.rounds);
+        let mut raw = f64::NAN;
+        for (i, (_, hold)) in modes.iter().enumerate() {
+            let mut cmd = match hold {
+                None => {
+                    let mut c = Command::new(&command[0]);
+                    c.args(&command[1..]);
+                    c
+                }
+                Some(h) => metered_command(&command, &lib, &dir.join(format!("r{round}-{i}.lmp")), *h)?,
+            };
+            let out = cmd.output().context("cannot run the overhead workload")?;
+            if !out.status.success() {
+                bail!("the overhead workload failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+            }
+            let ns: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().context("bad workload output")?;
+            if hold.is_none() {
+                raw = ns;
+            }
+            results[i].push(ns);
+            added[i].push(ns - raw);
+        }
+    }
+    eprintln!();
+    let _ = std::fs::remove_dir_all(&dir);
+    let rows: Vec<(String, f64, f64, f64, f64)> = modes
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let name = name.replace('N', &a.sample.max(2).to_string());
+            let lo = results[i].iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = results[i].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (name, median(&mut results[i].clone()), lo, hi, median(&mut added[i].clone()))
+        })
+        .collect();
+    if a.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|(n, m, lo, hi, add)| {
+                format!(
+                    "{{\"mode\":\"{n}\",\"ns_per_pair_median\":{m:.3},\"ns_per_pair_min\":{lo:.3},\"ns_per_pair_max\":{hi:.3},\"added_ns_median\":{add:.3}}}"
+                )
+            })
+            .collect();
+        println!("{{\"rounds\":{},\"pairs\":{},\"modes\":[{}]}}", a.rounds, a.pairs, items.join(","));
+        return Ok(());
+    }
+    println!("uncontended pthread_mutex lock+unlock, {} pairs x 7 batches, {} interleaved rounds", a.pairs, a.rounds);
+    println!("{:<24} {:>12} {:>18} {:>14}", "MODE", "NS/PAIR", "SPREAD (min-max)", "ADDED NS");
+    for (n, m, lo, hi, add) in &rows {
+        println!("{n:<24} {m:>12.1} {:>18} {:>14}", format!("{lo:.1}-{hi:.1}"), if n.starts_with("raw") { "-".to_string() } else { format!("+{add:.1}") });
+    }
+    let spread = rows.iter().any(|(_, m, lo, hi, _)| (hi - lo) > 0.25 * m);
+    if spread {
+        println!("warning: rounds disagree by more than 25%: the machine is noisy; rerun with more --rounds");
+    }
+    Ok(())
+}
