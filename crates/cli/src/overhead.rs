@@ -79,8 +79,12 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("lockmeter-overhead-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let command: Vec<OsString> =
-        vec![exe.into_os_string(), "__overhead-workload".into(), "--pairs".into(), a.pairs.to_string().into()];
+    let command: Vec<OsString> = vec![
+        exe.into_os_string(),
+        "__overhead-workload".into(),
+        "--pairs".into(),
+        a.pairs.to_string().into(),
+    ];
     let modes: [(&str, Option<Hold>); 4] = [
         ("raw (no preload)", None),
         ("hold timing off", Some(Hold::Off)),
@@ -99,13 +103,21 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
                     c.args(&command[1..]);
                     c
                 }
-                Some(h) => metered_command(&command, &lib, &dir.join(format!("r{round}-{i}.lmp")), *h)?,
+                Some(h) => {
+                    metered_command(&command, &lib, &dir.join(format!("r{round}-{i}.lmp")), *h)?
+                }
             };
             let out = cmd.output().context("cannot run the overhead workload")?;
             if !out.status.success() {
-                bail!("the overhead workload failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+                bail!(
+                    "the overhead workload failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
             }
-            let ns: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().context("bad workload output")?;
+            let ns: f64 = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .context("bad workload output")?;
             if hold.is_none() {
                 raw = ns;
             }
@@ -134,17 +146,31 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
                 )
             })
             .collect();
-        println!("{{\"rounds\":{},\"pairs\":{},\"modes\":[{}]}}", a.rounds, a.pairs, items.join(","));
+        println!(
+            "{{\"rounds\":{},\"pairs\":{},\"modes\":[{}]}}",
+            a.rounds,
+            a.pairs,
+            items.join(",")
+        );
         return Ok(());
     }
-    println!("uncontended pthread_mutex lock+unlock, {} pairs x 7 batches, {} interleaved rounds", a.pairs, a.rounds);
+    println!(
+        "uncontended pthread_mutex lock+unlock, {} pairs x 7 batches, {} interleaved rounds",
+        a.pairs, a.rounds
+    );
     println!("{:<24} {:>12} {:>18} {:>14}", "MODE", "NS/PAIR", "SPREAD (min-max)", "ADDED NS");
     for (n, m, lo, hi, add) in &rows {
-        println!("{n:<24} {m:>12.1} {:>18} {:>14}", format!("{lo:.1}-{hi:.1}"), if n.starts_with("raw") { "-".to_string() } else { format!("+{add:.1}") });
+        println!(
+            "{n:<24} {m:>12.1} {:>18} {:>14}",
+            format!("{lo:.1}-{hi:.1}"),
+            if n.starts_with("raw") { "-".to_string() } else { format!("+{add:.1}") }
+        );
     }
     let spread = rows.iter().any(|(_, m, lo, hi, _)| (hi - lo) > 0.25 * m);
     if spread {
-        println!("warning: rounds disagree by more than 25%: the machine is noisy; rerun with more --rounds");
+        println!(
+            "warning: rounds disagree by more than 25%: the machine is noisy; rerun with more --rounds"
+        );
     }
     Ok(())
 }

@@ -132,8 +132,15 @@ fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
 }
 
 /// A command that runs `command` under the preload `lib`, writing `output`.
-pub(crate) fn metered_command(command: &[OsString], lib: &Path, output: &Path, hold: Hold) -> Result<Command> {
-    let Some(prog) = command.first() else { bail!("no program given: lockmeter run -- PROGRAM [ARGS...]") };
+pub(crate) fn metered_command(
+    command: &[OsString],
+    lib: &Path,
+    output: &Path,
+    hold: Hold,
+) -> Result<Command> {
+    let Some(prog) = command.first() else {
+        bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
+    };
     let mut preload = lib.as_os_str().to_owned();
     if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
         preload.push(":");
@@ -187,7 +194,11 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         );
     }
     let mut cmd = metered_command(command, &lib, &output, args.hold)?;
-    for (var, v) in [("LOCKMETER_RECORDS", args.records), ("LOCKMETER_LOCKS", args.locks), ("LOCKMETER_THREADS", args.threads)] {
+    for (var, v) in [
+        ("LOCKMETER_RECORDS", args.records),
+        ("LOCKMETER_LOCKS", args.locks),
+        ("LOCKMETER_THREADS", args.threads),
+    ] {
         if let Some(v) = v {
             cmd.env(var, v.to_string());
         }

@@ -351,8 +351,7 @@ fn write_maps(b: &mut Bufs, enc: &mut Enc) -> Option<()> {
     }
     let mut have = 0usize;
     let mut result = Some(());
-    loop {
-        let Some(rest) = b.chunk.get_mut(have..) else { break };
+    while let Some(rest) = b.chunk.get_mut(have..) {
         if rest.is_empty() {
             // A single line longer than the buffer: drop it.
             have = 0;
@@ -403,18 +402,14 @@ impl IdMap {
         let cap = (n.max(1) * 2).next_power_of_two();
         let bytes = cap * 12;
         let mem = state::map_zeroed(bytes);
-        IdMap {
-            keys: mem.cast(),
-            // SAFETY: in bounds of the mapping (cap * 8 <= bytes); null stays unused when it failed.
-            vals: if mem.is_null() {
-                core::ptr::null_mut()
-            } else {
-                unsafe { mem.add(cap * 8) }.cast()
-            },
-            cap,
-            bytes,
-            next: core::cell::Cell::new(0),
-        }
+        let vals = if mem.is_null() {
+            core::ptr::null_mut()
+        } else {
+            // SAFETY: in bounds of the mapping (cap * 8 < bytes).
+            let v = unsafe { mem.add(cap * 8) };
+            v.cast()
+        };
+        IdMap { keys: mem.cast(), vals, cap, bytes, next: core::cell::Cell::new(0) }
     }
 
     /// The id of `pair`, and whether it was just assigned.

@@ -57,8 +57,8 @@ unsafe extern "C" {
 /// Looks `name` up in the objects after this one.
 fn lookup(name: &[u8], version: Option<&[u8]>) -> usize {
     let was = RESOLVING.try_with(|r| r.replace(true)).unwrap_or(true);
-    // SAFETY: `name` and `version` are NUL-terminated literals; dlsym/dlvsym only read them.
     let mut p = match version {
+        // SAFETY: `name` and `version` are NUL-terminated literals; dlvsym only reads them.
         Some(v) if v.len() > 1 => unsafe {
             libc::dlvsym(
                 libc::RTLD_NEXT,
