@@ -360,10 +360,12 @@ fn cond_common(m: usize, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
         let wanted = meter::releasing(&cx, i);
         meter::released(&cx, i, t0, wanted);
     }
+    meter::cond_begin(&cx, m, site, t0);
     leave(cx);
     let r = wait();
     let t1 = clock::now();
     if let Some(cx) = enter() {
+        meter::cond_end(&cx);
         meter::acquired(&cx, m, LockKind::Mutex, Mode::Exclusive, site, How::CondWait { t0, t1 });
         leave(cx);
     }

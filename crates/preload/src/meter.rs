@@ -316,11 +316,53 @@ pub(crate) fn trylock_with(
     r
 }
 
+/// Notes that this thread enters a condvar wait on mutex `addr`.
+#[inline(always)]
+pub(crate) fn cond_begin(cx: &Cx, addr: usize, site: usize, t0: u64) {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    p.cond_addr = addr;
+    p.cond_site = site;
+    p.cond_t0 = t0;
+}
+
+/// The condvar wait returned normally.
+#[inline(always)]
+pub(crate) fn cond_end(cx: &Cx) {
+    // SAFETY: busy flag held.
+    unsafe { cx.private() }.cond_addr = 0;
+}
+
+/// An unlock of a mutex not on the held stack: if this thread was cancelled inside a condvar wait
+/// on it, glibc re-acquired it while unwinding; record that acquisition now. Returns the held
+/// index it was pushed at.
+#[cold]
+fn cancelled_cond_reacquire(cx: &Cx, addr: usize) -> Option<usize> {
+    let (site, t0) = {
+        // SAFETY: busy flag held; the borrow ends before `acquired` takes its own.
+        let p = unsafe { cx.private() };
+        if p.cond_addr != addr || addr == 0 {
+            return None;
+        }
+        p.cond_addr = 0;
+        (p.cond_site, p.cond_t0)
+    };
+    acquired(
+        cx,
+        addr,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        How::CondWait { t0, t1: clock::now() },
+    );
+    find_held(cx, addr)
+}
+
 /// An unlock.
 #[inline(always)]
 pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return unlock() };
-    let Some(i) = find_held(&cx, addr) else {
+    let Some(i) = find_held(&cx, addr).or_else(|| cancelled_cond_reacquire(&cx, addr)) else {
         crate::state::leave(cx);
         return unlock();
     };

@@ -142,6 +142,12 @@ pub(crate) struct Private {
     pub(crate) held_len: usize,
     pub(crate) cache: [Cached; CACHE],
     pub(crate) sample: u32,
+    /// The condvar wait this thread is in: (mutex, call site, start ticks); addr 0 when none.
+    /// Left set when the wait is cancelled: glibc re-acquires the mutex before unwinding, and the
+    /// cleanup handler's unlock then finds it here instead of on the held stack.
+    pub(crate) cond_addr: usize,
+    pub(crate) cond_site: usize,
+    pub(crate) cond_t0: u64,
 }
 
 /// Per-CPU counters of one thread.
