@@ -525,3 +525,137 @@ pub unsafe extern "C" fn execveat(
     // SAFETY: forwarded with the caller's arguments.
     exec_common(|| unsafe { real::execveat(fd, p, a, e, f) })
 }
+
+// ---- execl, execlp, execle: variadic, so a trampoline spills the argument registers ----
+//
+// On entry: rdi = path, rsi = arg0, rdx/rcx/r8/r9 = the next arguments, [rsp] = return address,
+// [rsp+8..] = the remaining arguments. The trampoline pushes the six argument registers so that
+// they sit right below the return address, passes a pointer to them, and returns what the Rust
+// side returns (it only returns when the exec failed).
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! execl_trampoline {
+    ($name:ident => $imp:ident) => {
+        #[doc = concat!("Interposed `", stringify!($name), "` (variadic).")]
+        ///
+        /// # Safety
+        /// The libc contract: a NULL-terminated list of `char *` arguments.
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name() -> c_int {
+            core::arch::naked_asm!(
+                "push r9",
+                "push r8",
+                "push rcx",
+                "push rdx",
+                "push rsi",
+                "push rdi",
+                "mov rdi, rsp",
+                "sub rsp, 8",
+                "call {}",
+                "add rsp, 56",
+                "ret",
+                sym $imp
+            );
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+execl_trampoline!(execl => imp_execl);
+#[cfg(target_arch = "x86_64")]
+execl_trampoline!(execlp => imp_execlp);
+#[cfg(target_arch = "x86_64")]
+execl_trampoline!(execle => imp_execle);
+
+/// Most arguments an `execl*` call may pass (the kernel's own limit is far above any real use).
+#[cfg(target_arch = "x86_64")]
+const EXECL_MAX_ARGS: usize = 4096;
+
+/// The variadic arguments saved by the trampoline: slots 0..6 are the registers (path first),
+/// slot 6 the return address, slots 7.. the arguments passed on the stack.
+#[cfg(target_arch = "x86_64")]
+struct VaArgs(*const usize);
+
+#[cfg(target_arch = "x86_64")]
+impl VaArgs {
+    /// Argument `i` (0 = path).
+    ///
+    /// # Safety
+    /// `i` must not go past the argument list the caller passed.
+    unsafe fn get(&self, i: usize) -> usize {
+        let slot = if i < 6 { i } else { i + 1 };
+        // SAFETY: the trampoline saved six registers below the return address, and the caller's
+        // stack arguments follow it; the caller guarantees `i` is within the list.
+        unsafe { *self.0.add(slot) }
+    }
+}
+
+/// Collects `arg0, arg1, ..., NULL` into `argv`; returns the index after the NULL, or None when
+/// the list is longer than `argv`.
+///
+/// # Safety
+/// `va` must be the trampoline's save area of an `execl*` call.
+#[cfg(target_arch = "x86_64")]
+unsafe fn collect_args(
+    va: &VaArgs,
+    argv: &mut [*const c_char; EXECL_MAX_ARGS + 1],
+) -> Option<usize> {
+    for (n, slot) in argv.iter_mut().enumerate() {
+        // SAFETY: arguments are read up to and including the terminating NULL.
+        let a = unsafe { va.get(n + 1) };
+        *slot = a as *const c_char;
+        if a == 0 {
+            return Some(n + 2);
+        }
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn e2big() -> c_int {
+    crate::sys::set_errno(libc::E2BIG);
+    -1
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn imp_execl(regs: *const usize) -> c_int {
+    let va = VaArgs(regs);
+    let mut argv = [core::ptr::null(); EXECL_MAX_ARGS + 1];
+    // SAFETY: `regs` is the trampoline's save area.
+    if unsafe { collect_args(&va, &mut argv) }.is_none() {
+        return e2big();
+    }
+    // SAFETY: slot 0 is the path argument.
+    let path = unsafe { va.get(0) } as *const c_char;
+    // SAFETY: a NULL-terminated argument vector built from the caller's arguments.
+    exec_common(|| unsafe { real::execv(path, argv.as_ptr()) })
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn imp_execlp(regs: *const usize) -> c_int {
+    let va = VaArgs(regs);
+    let mut argv = [core::ptr::null(); EXECL_MAX_ARGS + 1];
+    // SAFETY: `regs` is the trampoline's save area.
+    if unsafe { collect_args(&va, &mut argv) }.is_none() {
+        return e2big();
+    }
+    // SAFETY: slot 0 is the file argument.
+    let file = unsafe { va.get(0) } as *const c_char;
+    // SAFETY: as in `imp_execl`.
+    exec_common(|| unsafe { real::execvp(file, argv.as_ptr()) })
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn imp_execle(regs: *const usize) -> c_int {
+    let va = VaArgs(regs);
+    let mut argv = [core::ptr::null(); EXECL_MAX_ARGS + 1];
+    // SAFETY: `regs` is the trampoline's save area.
+    let Some(after) = (unsafe { collect_args(&va, &mut argv) }) else { return e2big() };
+    // SAFETY: execle passes envp right after the NULL that ends the arguments.
+    let envp = unsafe { va.get(after) } as *const *const c_char;
+    // SAFETY: slot 0 is the path argument.
+    let path = unsafe { va.get(0) } as *const c_char;
+    // SAFETY: as in `imp_execl`.
+    exec_common(|| unsafe { real::execve(path, argv.as_ptr(), envp) })
+}
