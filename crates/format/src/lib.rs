@@ -14,6 +14,8 @@
 //!   `[tag u16][flags u16][len u32][payload]` ending with an END record that carries the record
 //!   count and an FNV-1a 64 checksum of everything before it, so truncation and corruption are
 //!   detected. Unknown tags are skipped; histograms are stored sparsely.
+//! - [`fuzzing`]: the fuzz entry point shared by `fuzz/` (cargo-fuzz, nightly) and the stable
+//!   smoke test `tests/fuzz_smoke.rs`.
 //!
 //! # Example
 //!

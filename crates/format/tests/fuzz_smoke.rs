@@ -98,3 +98,16 @@ fn seeds_pass_the_oracle() {
         assert!(read_profile(&s).is_ok());
     }
 }
+
+/// Writes the seeds (whole files and frame bodies) into `$LOCKMETER_FUZZ_SEEDS` when it is set,
+/// to start a cargo-fuzz corpus (see fuzz/README.md). Does nothing otherwise.
+#[test]
+fn write_fuzz_seeds_on_request() {
+    let Some(dir) = std::env::var_os("LOCKMETER_FUZZ_SEEDS") else { return };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, s) in seeds().iter().enumerate() {
+        std::fs::write(dir.join(format!("seed-file-{i}")), s).unwrap();
+        std::fs::write(dir.join(format!("seed-frames-{i}")), frames(s)).unwrap();
+    }
+}
