@@ -9,6 +9,7 @@
 //!   live form ([`LiveStats`]), updated with plain relaxed loads and stores, never an RMW.
 //! - [`table`]: a fixed-capacity, open-addressed, single-writer table over caller-provided memory
 //!   (one per thread: the shard). What does not fit is counted, never corrupting what does.
+//! - [`stacks`]: interned call stacks and aggregated contention events (who waited on whom).
 //! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
 //!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
 //!
@@ -25,6 +26,7 @@
 pub mod clock;
 pub mod hist;
 pub mod registry;
+pub mod stacks;
 pub mod stats;
 pub mod table;
 

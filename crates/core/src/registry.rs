@@ -35,6 +35,12 @@ pub struct Slot {
     pub holder_site: AtomicU64,
     /// Thread index of the current exclusive holder, 0 when free.
     pub holder_thread: AtomicU32,
+    /// Stack hash of the current holder's acquisition when it recorded one, else 0.
+    pub holder_stack: AtomicU64,
+    /// Offset + 1 of the lock's name in the collector's name arena, 0 when unnamed.
+    pub name: AtomicU32,
+    /// Generation + 1 of the identity whose first use was recorded.
+    pub first_use: AtomicU32,
 }
 
 impl Slot {
@@ -48,6 +54,9 @@ impl Slot {
             wanted: AtomicU32::new(0),
             holder_site: AtomicU64::new(0),
             holder_thread: AtomicU32::new(0),
+            holder_stack: AtomicU64::new(0),
+            name: AtomicU32::new(0),
+            first_use: AtomicU32::new(0),
         }
     }
     /// The lock's address (0 for an empty slot).
@@ -154,6 +163,8 @@ impl<'a> Registry<'a> {
         s.wanted.store(0, Relaxed);
         s.holder_thread.store(0, Relaxed);
         s.holder_site.store(0, Relaxed);
+        s.holder_stack.store(0, Relaxed);
+        s.name.store(0, Relaxed);
         Some(s.gen_.fetch_add(1, Relaxed).wrapping_add(1))
     }
 

@@ -20,8 +20,8 @@ use crate::layout::{
     VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, Header, LockInfo, LockKind, MapEntry, Mode, Overhead, Profile,
-    Record, Stats, ThreadInfo,
+    ClockInfo, CpuStats, Dropped, Event, EventKind, Header, LockInfo, LockKind, MapEntry, Mode,
+    Overhead, Profile, Record, Stack, Stats, ThreadInfo,
 };
 
 /// Why bytes are not a readable profile, and where.
@@ -496,6 +496,8 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     locks: c.u64().map_err(at)?,
                     threads: c.u64().map_err(at)?,
                     holds: c.u64().map_err(at)?,
+                    // Added after the first release of format 1: absent means none.
+                    stacks: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::OVERHEAD => {
@@ -506,6 +508,8 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     memory_bytes: c.u64().map_err(at)?,
                 };
             }
+            tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),
+            tag::EVENT => p.events.push(decode_event(&mut c).map_err(at)?),
             t if fr.flags & flags::CRITICAL != 0 => return Err(at(K::NeedsNewer { tag: t })),
             _ => {} // unknown, skippable
         }
@@ -572,6 +576,10 @@ impl<'a> Payload<'a> {
     }
     fn u64(&mut self) -> R<u64> {
         self.c.u64().ok_or_else(|| self.short())
+    }
+    /// A trailing `u64` that older writers did not write: `None` at the end of the payload.
+    fn opt_u64(&mut self) -> R<Option<u64>> {
+        if self.c.pos >= self.c.data.len() { Ok(None) } else { self.u64().map(Some) }
     }
     /// String bytes of length `len` (read earlier from the fixed part).
     fn bytes(&mut self, len: u32, field: &'static str) -> R<&'a [u8]> {
@@ -706,6 +714,43 @@ fn decode_lock(c: &mut Payload<'_>) -> R<LockInfo> {
         _ => return Err(c.bad_code("name presence", has_name)),
     };
     Ok(LockInfo { id, address, generation, kind, name })
+}
+
+fn decode_stack(c: &mut Payload<'_>) -> R<Stack> {
+    let id = c.u32()?;
+    let n = c.u32()?;
+    if n as usize > crate::encode::MAX_STACK_FRAMES {
+        return Err(c.bad_code("frame count", n));
+    }
+    let mut frames = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        frames.push(c.u64()?);
+    }
+    Ok(Stack { id, frames })
+}
+
+fn decode_event(c: &mut Payload<'_>) -> R<Event> {
+    let thread = c.u32()?;
+    let lock = c.u32()?;
+    let mode = c.u8()?;
+    let mode = Mode::from_u8(mode).ok_or_else(|| c.bad_code("mode", mode))?;
+    let kind = c.u8()?;
+    let kind = EventKind::from_u8(kind).ok_or_else(|| c.bad_code("event kind", kind))?;
+    let stack = c.u32()?;
+    let holder_site = c.u64()?;
+    let holder_stack = c.u32()?;
+    Ok(Event {
+        thread,
+        lock,
+        mode,
+        kind,
+        stack,
+        holder_site,
+        holder_stack: (holder_stack != u32::MAX).then_some(holder_stack),
+        count: c.u64()?,
+        wait_ns: c.u64()?,
+        wait_ns_max: c.u64()?,
+    })
 }
 
 fn decode_record(c: &mut Payload<'_>) -> R<Record> {

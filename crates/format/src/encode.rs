@@ -23,8 +23,8 @@ use crate::layout::{
     self, END_PAYLOAD_LEN, FRAME_LEN, Fnv64, MAGIC, MAX_PAYLOAD, MAX_STRING, VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, EndReason, HoldTiming, LockKind, Mode, Overhead, Profile, Record,
-    Stats,
+    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, LockKind, Mode, Overhead, Profile,
+    Record, Stats,
 };
 
 /// Why a [`Sink`] could not take bytes.
@@ -335,6 +335,9 @@ fn parse_hex(s: &[u8]) -> Option<u64> {
 /// (the largest, a stats record with both histograms full, is 1,301 bytes); strings are copied
 /// in when they fit and otherwise written straight from the caller's slice.
 pub const RECORD_BUF: usize = 2048;
+
+/// Most frames a stack record keeps (its fixed part must fit [`RECORD_BUF`]).
+pub const MAX_STACK_FRAMES: usize = 128;
 
 /// A record being assembled on the stack: frame header, then the fixed-size fields.
 struct Rec {
@@ -680,6 +683,34 @@ impl<S: Sink> Encoder<S> {
         self.emit(tag::CPU, 0, &mut r, &[], false)
     }
 
+    /// Writes one interned stack (at most [`MAX_STACK_FRAMES`] frames are kept).
+    pub fn stack(&mut self, id: u32, frames: &[u64]) -> Result<(), EncodeError> {
+        let frames = frames.get(..frames.len().min(MAX_STACK_FRAMES)).unwrap_or_default();
+        let mut r = Rec::new();
+        r.u32(id);
+        r.u32(frames.len() as u32);
+        for &f in frames {
+            r.u64(f);
+        }
+        self.emit(tag::STACK, 0, &mut r, &[], false)
+    }
+
+    /// Writes one aggregated event.
+    pub fn event(&mut self, e: &Event) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(e.thread);
+        r.u32(e.lock);
+        r.u8(e.mode as u8);
+        r.u8(e.kind as u8);
+        r.u32(e.stack);
+        r.u64(e.holder_site);
+        r.u32(e.holder_stack.unwrap_or(u32::MAX));
+        r.u64(e.count);
+        r.u64(e.wait_ns);
+        r.u64(e.wait_ns_max);
+        self.emit(tag::EVENT, 0, &mut r, &[], false)
+    }
+
     /// Writes what did not fit. At most once.
     pub fn dropped(&mut self, d: &Dropped) -> Result<(), EncodeError> {
         self.check()?;
@@ -691,6 +722,7 @@ impl<S: Sink> Encoder<S> {
         r.u64(d.locks);
         r.u64(d.threads);
         r.u64(d.holds);
+        r.u64(d.stacks);
         self.emit(tag::DROPPED, 0, &mut r, &[], false)?;
         self.dropped_done = true;
         Ok(())
@@ -786,6 +818,12 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
     }
     for c in &p.cpus {
         e.cpu(c)?;
+    }
+    for st in &p.stacks {
+        e.stack(st.id, &st.frames)?;
+    }
+    for ev in &p.events {
+        e.event(ev)?;
     }
     e.dropped(&p.dropped)?;
     e.overhead(&p.overhead)?;

@@ -53,6 +53,10 @@ pub mod tag {
     pub const DROPPED: u16 = 0x0007;
     /// The profiler's own cost (at most one per file).
     pub const OVERHEAD: u16 = 0x0008;
+    /// One interned call stack.
+    pub const STACK: u16 = 0x0009;
+    /// One aggregated event (contended acquisition by waiter stack and holder, ...).
+    pub const EVENT: u16 = 0x000A;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -67,6 +71,8 @@ pub mod tag {
             CPU => "cpu",
             DROPPED => "dropped",
             OVERHEAD => "overhead",
+            STACK => "stack",
+            EVENT => "event",
             END => "end",
             _ => "unknown",
         }

@@ -4,6 +4,7 @@
 //! [`Record`]: one (thread, lock, call site, mode) with its [`Stats`]. Per-lock, per-site,
 //! per-thread and total views are sums of records.
 
+pub use lockmeter_core::stacks::EventKind;
 pub use lockmeter_core::{LockKind, Mode, Stats};
 
 /// A whole profile.
@@ -21,6 +22,10 @@ pub struct Profile {
     pub records: Vec<Record>,
     /// Per-CPU totals (Lockmeter's per-CPU view).
     pub cpus: Vec<CpuStats>,
+    /// Interned call stacks, referenced by `events`.
+    pub stacks: Vec<Stack>,
+    /// Contended acquisitions by waiter stack and holder, sampled acquisitions, first uses.
+    pub events: Vec<Event>,
     /// What did not fit in the fixed-size tables.
     pub dropped: Dropped,
     /// The profiler's own cost.
@@ -179,6 +184,8 @@ pub struct Dropped {
     pub threads: u64,
     /// Holds not timed because the per-thread stack of held locks was full.
     pub holds: u64,
+    /// Stacks or events not recorded because their tables were full.
+    pub stacks: u64,
 }
 
 /// The profiler's own cost.
@@ -190,4 +197,41 @@ pub struct Overhead {
     pub estimated_total_ns: u64,
     /// Memory the collector mapped, in bytes.
     pub memory_bytes: u64,
+}
+
+/// An interned call stack: return addresses, innermost first. `frames[0]` is the call site of the
+/// lock function (the same address as the `site` of the matching record).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stack {
+    /// The id events use.
+    pub id: u32,
+    /// Return addresses, innermost first.
+    pub frames: Vec<u64>,
+}
+
+/// Aggregated events of one thread on one lock, by the acquirer's stack and, for contended
+/// acquisitions, by who held the lock when the acquirer found it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// `ThreadInfo::index` of the acquirer (the waiter, for contended acquisitions).
+    pub thread: u32,
+    /// `LockInfo::id`.
+    pub lock: u32,
+    /// How the lock was taken.
+    pub mode: Mode,
+    /// Contended acquisition, sampled acquisition, or the lock's first use.
+    pub kind: EventKind,
+    /// `Stack::id` of the acquirer's stack.
+    pub stack: u32,
+    /// Call site of the holder when the acquirer found the lock held (0 when unknown or not
+    /// contended).
+    pub holder_site: u64,
+    /// `Stack::id` of the holder's stack, when its acquisition recorded one.
+    pub holder_stack: Option<u32>,
+    /// Number of events.
+    pub count: u64,
+    /// Total wait (ns), contended events only.
+    pub wait_ns: u64,
+    /// Longest wait (ns).
+    pub wait_ns_max: u64,
 }

@@ -256,11 +256,12 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
 
     // Locks and records, with dense lock ids assigned in a scratch map.
     let reg = state::registry()?;
-    let total: usize = state::shards().map(|s| s.table.len()).sum();
+    let total: usize = state::shards().map(|s| s.table.len() + s.events.len()).sum();
     let ids = IdMap::new(total);
+    // Threads written so far (a thread is listed with its first record or event).
+    let listed_threads = IdMap::new(state::shards().count());
     let calib = CALIB_KEY.load(Relaxed);
     for sh in state::shards() {
-        let mut listed = false;
         for (k1, site, live) in sh.table.iter() {
             let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
             let pair = ((slot_idx as u64) << 32) | gen_ as u64;
@@ -270,9 +271,8 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
                 continue;
             };
-            if !listed {
+            if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
                 write_thread(b, enc, sh)?;
-                listed = true;
             }
             let (id, new) = ids.get(pair)?;
             if new {
@@ -283,7 +283,68 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             enc.stats(sh.index, id, site, mode, &st).ok()?;
         }
     }
+    // Stacks, deduplicated across threads, then the events that use them.
+    let nstacks: usize = state::shards().map(|s| s.stacks.len()).sum();
+    let stack_ids = IdMap::new(nstacks);
+    let mut ok = true;
+    for sh in state::shards() {
+        sh.stacks.for_each(|hash, frames| {
+            if let Some((id, true)) = stack_ids.get(hash) {
+                ok &= enc.stack(id, frames).is_ok();
+            }
+        });
+    }
+    if !ok {
+        return None;
+    }
+    for sh in state::shards() {
+        let mut failed = false;
+        sh.events.for_each(|k, e| {
+            if failed {
+                return;
+            }
+            let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k.lock);
+            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+                return;
+            };
+            if pair == calib {
+                return;
+            }
+            let Some(stack) = stack_ids.find(k.stack) else { return };
+            let Some((id, new)) = ids.get(pair) else { return };
+            if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
+                failed |= write_thread(b, enc, sh).is_none();
+            }
+            if new {
+                let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
+                failed |= enc.lock(id, addr, gen_, kind, None).is_err();
+            }
+            let ev = lockmeter_format::Event {
+                thread: sh.index,
+                lock: id,
+                mode,
+                kind: k.kind,
+                stack,
+                holder_site: k.holder_site,
+                holder_stack: if k.holder_stack == 0 {
+                    None
+                } else {
+                    stack_ids.find(k.holder_stack)
+                },
+                count: e.count.get(),
+                wait_ns: e.wait_ns.get(),
+                wait_ns_max: e.wait_ns_max.get(),
+            };
+            failed |= enc.event(&ev).is_err();
+        });
+        if failed {
+            return None;
+        }
+    }
+    stack_ids.free();
     ids.free();
+    listed_threads.free();
 
     // Per-CPU totals.
     for cpu in 0..state::MAX_CPUS {
@@ -305,11 +366,13 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         locks: reg.unrecorded_locks_estimate(),
         threads: state::THREADS_REFUSED.load(Relaxed),
         holds: 0,
+        stacks: 0,
     };
     let mut acquisitions = 0u64;
     for sh in state::shards() {
         d.acquisitions += sh.dropped.get();
         d.holds += sh.held_overflow.get();
+        d.stacks += sh.stacks_dropped.get();
         for (_, _, live) in sh.table.iter() {
             acquisitions += live.acquisitions.get();
         }
@@ -410,6 +473,30 @@ impl IdMap {
             v.cast()
         };
         IdMap { keys: mem.cast(), vals, cap, bytes, next: core::cell::Cell::new(0) }
+    }
+
+    /// The id of `pair` if it has one.
+    fn find(&self, pair: u64) -> Option<u32> {
+        if self.keys.is_null() {
+            return None;
+        }
+        let k = pair.wrapping_add(1);
+        let mut i = lockmeter_core::mix64(k) as usize & (self.cap - 1);
+        for _ in 0..self.cap {
+            // SAFETY: i < cap; both arrays have cap elements inside the mapping.
+            let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
+            // SAFETY: as above; only this thread uses the map.
+            let cur = unsafe { *kp };
+            if cur == k {
+                // SAFETY: as above.
+                return Some(unsafe { *vp });
+            }
+            if cur == 0 {
+                return None;
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
+        None
     }
 
     /// The id of `pair`, and whether it was just assigned.

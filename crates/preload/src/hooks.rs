@@ -366,7 +366,15 @@ fn cond_common(m: usize, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let t1 = clock::now();
     if let Some(cx) = enter() {
         meter::cond_end(&cx);
-        meter::acquired(&cx, m, LockKind::Mutex, Mode::Exclusive, site, How::CondWait { t0, t1 });
+        meter::acquired(
+            &cx,
+            m,
+            LockKind::Mutex,
+            Mode::Exclusive,
+            site,
+            How::CondWait { t0, t1 },
+            None,
+        );
         leave(cx);
     }
     r

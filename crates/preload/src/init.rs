@@ -40,6 +40,17 @@ fn init_inner() {
     CFG.max_threads
         .store(env_u64(c"LOCKMETER_THREADS", 1024, 1, state::MAX_THREADS as u64) as u32, Relaxed);
     let locks = env_u64(c"LOCKMETER_LOCKS", 65536, 16, 1 << 26) as usize;
+    let frames =
+        env_u64(c"LOCKMETER_FRAMES", 16, 0, lockmeter_core::stacks::MAX_FRAMES as u64) as u32;
+    CFG.frames.store(frames, Relaxed);
+    CFG.stack_sample.store(env_u64(c"LOCKMETER_STACK_SAMPLE", 0, 0, 1 << 30) as u32, Relaxed);
+    CFG.stacks_per_thread.store(env_u64(c"LOCKMETER_STACKS", 1024, 16, 1 << 20), Relaxed);
+    CFG.events_per_thread.store(env_u64(c"LOCKMETER_EVENTS", 4096, 16, 1 << 22), Relaxed);
+    if frames > 1 {
+        // One unwind cache per thread, allocated now (hooks never allocate).
+        let caches = CFG.max_threads.load(Relaxed).min(512) as usize;
+        crate::unwind::init(caches);
+    }
 
     // Clock.
     let want_tsc = match getenv(c"LOCKMETER_CLOCK") {
@@ -110,6 +121,8 @@ fn calibrate_overhead() {
     let mp = &mut m as *mut libc::pthread_mutex_t;
     let addr = mp as usize;
     let site = calibrate_overhead as *const () as usize;
+    // No stacks for the calibration lock.
+    let frames = CFG.frames.swap(0, Relaxed);
     STATE.store(state::READY, Release);
     let mut best_raw = u64::MAX;
     let mut best_metered = u64::MAX;
@@ -142,6 +155,7 @@ fn calibrate_overhead() {
         best_metered = best_metered.min(t2 - t1);
     }
     STATE.store(state::UNINIT, Release);
+    CFG.frames.store(frames, Relaxed);
     dump::NS_PER_PAIR.store(best_metered.saturating_sub(best_raw) / N, Relaxed);
     // Leave the calibration out: skip its identity, start a new one at this address, and clear
     // the per-CPU counts it made (no other thread of ours has metered yet).
@@ -174,6 +188,7 @@ extern "C" fn on_fork_child() {
     state::THREADS_REFUSED.store(0, Relaxed);
     state::ACQ_NO_SHARD.store(0, Relaxed);
     state::reset_thread();
+    crate::unwind::reset_pool();
     dump::reset_for_child();
 }
 

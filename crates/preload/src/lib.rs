@@ -22,6 +22,10 @@
 //! | `LOCKMETER_RECORDS` | records per thread (thread, lock, site, mode) | 4096 |
 //! | `LOCKMETER_LOCKS` | distinct lock addresses | 65536 |
 //! | `LOCKMETER_THREADS` | threads metered | 1024 |
+//! | `LOCKMETER_FRAMES` | frames per call stack (contended acquisitions, first uses); 0 or 1: the call site only | 16 |
+//! | `LOCKMETER_STACK_SAMPLE` | also record the stack of one acquisition in N (0: never) | 0 |
+//! | `LOCKMETER_STACKS` | distinct stacks per thread | 1024 |
+//! | `LOCKMETER_EVENTS` | (lock, stack, holder) combinations per thread | 4096 |
 //! | `LOCKMETER_CLOCK` | `tsc` or `monotonic` | `tsc` when invariant |
 //! | `LOCKMETER_TSC_HZ` | TSC rate (skips the 3 ms calibration) | measured |
 //! | `LOCKMETER_ROOT_PPID` | set by `lockmeter run`: the root process writes `LOCKMETER_OUTPUT` itself | unset |
@@ -34,3 +38,4 @@ mod meter;
 mod real;
 mod state;
 mod sys;
+mod unwind;

@@ -8,7 +8,9 @@
 use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicU32, Ordering::AcqRel};
 use lockmeter_core::registry::Slot;
+use lockmeter_core::stacks::{EventKey, EventKind, MAX_FRAMES};
 use lockmeter_core::stats::LiveStats;
 use lockmeter_core::{LockKind, Mode, clock};
 
@@ -43,7 +45,7 @@ fn lookup(
     kind: LockKind,
     mode: Mode,
     site: usize,
-) -> Option<(&'static LiveStats, &'static Slot)> {
+) -> Option<(&'static LiveStats, &'static Slot, u64)> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
     let ci = ((addr >> 4) ^ (site >> 2)) & (p.cache.len() - 1);
@@ -57,7 +59,7 @@ fn lookup(
         let slot = unsafe { &*c.slot };
         if slot.generation() == c.gen_ {
             // SAFETY: as above.
-            return Some((unsafe { &(*c.entry).stats }, slot));
+            return Some((unsafe { &(*c.entry).stats }, slot, key(c.slot_idx, c.gen_, kind, mode)));
         }
     }
     let reg = crate::state::registry()?;
@@ -66,6 +68,9 @@ fn lookup(
         return None;
     };
     let gen_ = slot.generation();
+    if CFG.frames.load(Relaxed) > 0 {
+        first_use(cx, slot, key(idx, gen_, kind, mode), site);
+    }
     let Some(entry) = cx.shard.table.get(key(idx, gen_, kind, mode), site as u64) else {
         cx.shard.dropped.add(1);
         reg.note_unrecorded(addr as u64);
@@ -80,7 +85,157 @@ fn lookup(
         c.slot = slot;
         c.entry = entry;
     }
-    Some((&entry.stats, slot))
+    Some((&entry.stats, slot, key(idx, gen_, kind, mode)))
+}
+
+/// First uses recorded so far (bounded: a program that makes a million locks pays for 4096).
+static FIRST_USES: AtomicU32 = AtomicU32::new(0);
+const MAX_FIRST_USES: u32 = 4096;
+
+/// Records where a lock identity was first used (how the report names heap locks), once per
+/// identity: the thread that first marks the slot with this generation does it.
+#[cold]
+fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize) {
+    let mark = slot.generation().wrapping_add(1);
+    if slot.first_use.load(Relaxed) == mark || slot.first_use.swap(mark, AcqRel) == mark {
+        return;
+    }
+    if FIRST_USES.fetch_add(1, Relaxed) >= MAX_FIRST_USES {
+        return;
+    }
+    let mut frames = [0u64; MAX_FRAMES];
+    let n = capture_stack(cx, site, &mut frames);
+    let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
+        cx.shard.stacks_dropped.add(1);
+        return;
+    };
+    let k = EventKey {
+        lock: k1,
+        kind: EventKind::FirstUse,
+        stack: hash,
+        holder_site: 0,
+        holder_stack: 0,
+    };
+    match cx.shard.events.get(&k) {
+        Some(e) => e.count.add(1),
+        None => cx.shard.stacks_dropped.add(1),
+    }
+}
+
+/// The caller's stack, innermost first, into `out`; at least the call site. Returns the length.
+#[inline(never)]
+pub(crate) fn capture_stack(cx: &Cx, site: usize, out: &mut [u64; MAX_FRAMES]) -> usize {
+    let want = (CFG.frames.load(Relaxed) as usize).min(MAX_FRAMES);
+    // SAFETY: busy flag held.
+    let cache = unsafe { cx.private() }.unwind_cache;
+    let mut n = 0;
+    if want > 1 && !cache.is_null() {
+        // SAFETY: the cache was given to this thread alone (taken from the pool with its shard).
+        let cache = unsafe { &mut *cache };
+        n = crate::unwind::capture(
+            cache,
+            out.get_mut(..want).unwrap_or(&mut []),
+            cx.shard.stack_top,
+        );
+    }
+    // The first frame must be the call site (the trampolines pass it exactly); if unwinding
+    // failed or disagrees, keep just the site. Site 0 (an unlock) keeps what unwinding found.
+    if site == 0 {
+        return n;
+    }
+    if n == 0 || out[0] != site as u64 {
+        out[0] = site as u64;
+        n = 1;
+    }
+    n
+}
+
+/// The waiter's side of a contended acquisition, gathered before it blocks.
+pub(crate) struct Contention {
+    frames: [u64; MAX_FRAMES],
+    n: usize,
+    holder_site: u64,
+    holder_stack: u64,
+}
+
+impl Contention {
+    /// Reads who holds `slot` now and captures the waiter's stack.
+    #[inline(never)]
+    pub(crate) fn gather(cx: &Cx, slot: Option<&Slot>, site: usize) -> Self {
+        // A holder that just acquired may not have published itself yet: if the slot still names
+        // no holder, or ourselves, the holder is unknown.
+        let me = cx.shard.index;
+        let (holder_site, holder_stack) = slot
+            .filter(|s| {
+                !matches!(s.holder_thread.load(Relaxed), 0) && s.holder_thread.load(Relaxed) != me
+            })
+            .map(|s| (s.holder_site.load(Relaxed), s.holder_stack.load(Relaxed)))
+            .unwrap_or((0, 0));
+        let mut frames = [0u64; MAX_FRAMES];
+        let n = capture_stack(cx, site, &mut frames);
+        Contention { frames, n, holder_site, holder_stack }
+    }
+}
+
+/// Records the event of a contended acquisition; returns the waiter's stack hash (0 if dropped).
+#[inline(never)]
+fn record_contention(cx: &Cx, k1: u64, c: &Contention, wait_ns: u64) -> u64 {
+    let Some(hash) = cx.shard.stacks.intern(c.frames.get(..c.n).unwrap_or(&[])) else {
+        cx.shard.stacks_dropped.add(1);
+        return 0;
+    };
+    let k = EventKey {
+        lock: k1,
+        kind: EventKind::Contended,
+        stack: hash,
+        holder_site: c.holder_site,
+        holder_stack: c.holder_stack,
+    };
+    match cx.shard.events.get(&k) {
+        Some(e) => {
+            e.count.add(1);
+            e.wait_ns.add(wait_ns);
+            e.wait_ns_max.max(wait_ns);
+        }
+        None => cx.shard.stacks_dropped.add(1),
+    }
+    hash
+}
+
+/// Records a sampled acquisition's stack; returns its hash (0 if dropped).
+#[cold]
+fn record_sample(cx: &Cx, k1: u64, site: usize) -> u64 {
+    let mut frames = [0u64; MAX_FRAMES];
+    let n = capture_stack(cx, site, &mut frames);
+    let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
+        cx.shard.stacks_dropped.add(1);
+        return 0;
+    };
+    let k = EventKey {
+        lock: k1,
+        kind: EventKind::Sampled,
+        stack: hash,
+        holder_site: 0,
+        holder_stack: 0,
+    };
+    match cx.shard.events.get(&k) {
+        Some(e) => e.count.add(1),
+        None => cx.shard.stacks_dropped.add(1),
+    }
+    hash
+}
+
+/// Whether this acquisition's stack is sampled.
+#[inline(always)]
+fn sample_this(cx: &Cx) -> bool {
+    let every = CFG.stack_sample.load(Relaxed);
+    if every == 0 {
+        return false;
+    }
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    p.stack_sample = p.stack_sample.wrapping_add(1);
+    p.stack_sample % every == 0
 }
 
 /// Whether this hold should be timed (hold timing on, or this one sampled).
@@ -111,20 +266,32 @@ pub(crate) enum How {
 
 /// Records a successful acquisition.
 #[inline(always)]
-pub(crate) fn acquired(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize, how: How) {
+pub(crate) fn acquired(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    how: How,
+    who: Option<&Contention>,
+) {
     let cpu = crate::sys::current_cpu() as usize;
     let cpuc = cx.shard.cpus.get(cpu);
     if let Some(c) = cpuc {
         c.acquisitions.add(1);
     }
-    let Some((st, slot)) = lookup(cx, addr, kind, mode, site) else { return };
+    let Some((st, slot, k1)) = lookup(cx, addr, kind, mode, site) else { return };
     st.acquisitions.add(1);
     let mut t_now = 0;
+    let mut my_stack = 0;
     match how {
         How::Immediate => {}
         How::Waited { t0, t1 } => {
             let ns = ticks_to_ns(t1.wrapping_sub(t0));
             st.record_wait(ns);
+            if let Some(c) = who {
+                my_stack = record_contention(cx, k1, c, ns);
+            }
             if let Some(c) = cpuc {
                 c.contended.add(1);
                 c.wait_ns.add(ns);
@@ -148,6 +315,12 @@ pub(crate) fn acquired(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: u
         }
         slot.holder_thread.store(me, Relaxed);
         slot.holder_site.store(site as u64, Relaxed);
+        if my_stack == 0 && sample_this(cx) {
+            my_stack = record_sample(cx, k1, site);
+        }
+        if my_stack != 0 || slot.holder_stack.load(Relaxed) != 0 {
+            slot.holder_stack.store(my_stack, Relaxed);
+        }
     }
     if slot.wanted.load(Relaxed) & TRY_WANTED != 0 {
         slot.wanted.fetch_and(!TRY_WANTED, Relaxed);
@@ -171,7 +344,7 @@ pub(crate) fn acquired(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: u
 /// Records a failed trylock (EBUSY) or a timed-out timed lock.
 #[inline]
 pub(crate) fn try_failed(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize) {
-    let Some((st, slot)) = lookup(cx, addr, kind, mode, site) else { return };
+    let Some((st, slot, _)) = lookup(cx, addr, kind, mode, site) else { return };
     st.trylock_failures.add(1);
     st.cnt_lock.add(1);
     if slot.wanted.load(Relaxed) & TRY_WANTED == 0 {
@@ -270,16 +443,19 @@ pub(crate) fn lock_with(
     let Some(cx) = crate::state::enter() else { return lock() };
     let r = try_lock();
     let r = if r == 0 || r == libc::EOWNERDEAD {
-        acquired(&cx, addr, kind, mode, site, How::Immediate);
+        acquired(&cx, addr, kind, mode, site, How::Immediate, None);
         r
     } else if r == libc::EBUSY {
         let slot = wait_begin(addr, kind);
+        // Who holds it, and where we are: read before the clock starts, so that unwinding is
+        // never counted as wait.
+        let who = Contention::gather(&cx, slot, site);
         let t0 = clock::now();
         let r = lock();
         let t1 = clock::now();
         wait_end(slot);
         if r == 0 || r == libc::EOWNERDEAD {
-            acquired(&cx, addr, kind, mode, site, How::Waited { t0, t1 });
+            acquired(&cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
         } else if r == libc::ETIMEDOUT {
             try_failed(&cx, addr, kind, mode, site);
         }
@@ -288,7 +464,7 @@ pub(crate) fn lock_with(
         // Another error (EINVAL, EAGAIN, EDEADLK...): let the blocking call give its own answer.
         let r = lock();
         if r == 0 || r == libc::EOWNERDEAD {
-            acquired(&cx, addr, kind, mode, site, How::Immediate);
+            acquired(&cx, addr, kind, mode, site, How::Immediate, None);
         }
         r
     };
@@ -308,7 +484,7 @@ pub(crate) fn trylock_with(
     let Some(cx) = crate::state::enter() else { return try_lock() };
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
-        acquired(&cx, addr, kind, mode, site, How::Immediate);
+        acquired(&cx, addr, kind, mode, site, How::Immediate, None);
     } else if r == libc::EBUSY {
         try_failed(&cx, addr, kind, mode, site);
     }
@@ -354,6 +530,7 @@ fn cancelled_cond_reacquire(cx: &Cx, addr: usize) -> Option<usize> {
         Mode::Exclusive,
         site,
         How::CondWait { t0, t1: clock::now() },
+        None,
     );
     find_held(cx, addr)
 }
@@ -370,10 +547,58 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
     let wanted = releasing(&cx, i);
     let r = unlock();
     if r == 0 {
+        if wanted && CFG.frames.load(Relaxed) > 1 {
+            holding(&cx, i, t_rel);
+        }
         released(&cx, i, t_rel, wanted);
     }
     crate::state::leave(cx);
     r
+}
+
+/// The lock at held index `i` was released while other threads wanted it: records the holder's
+/// stack (captured now, after the release, so the hold was not lengthened) and the hold time.
+#[cold]
+#[inline(never)]
+fn holding(cx: &Cx, i: usize, t_rel: u64) {
+    // SAFETY: busy flag held.
+    let Some(h) = (unsafe { cx.private() }).held.get(i).copied() else { return };
+    if h.slot.is_null() {
+        return;
+    }
+    // The record key of this hold: find it through the registry slot's index.
+    let Some(reg) = crate::state::registry() else { return };
+    // SAFETY: registry slots are never unmapped.
+    let slot = unsafe { &*h.slot };
+    let Some((idx, _)) = reg.lookup(slot.addr(), slot.kind().unwrap_or(LockKind::Mutex)) else {
+        return;
+    };
+    let kind = slot.kind().unwrap_or(LockKind::Mutex);
+    let mode = Mode::from_u8(h.mode).unwrap_or(Mode::Exclusive);
+    let k1 = key(idx, slot.generation(), kind, mode);
+    let mut frames = [0u64; MAX_FRAMES];
+    let n = capture_stack(cx, 0, &mut frames);
+    let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
+        cx.shard.stacks_dropped.add(1);
+        return;
+    };
+    let hold_ns =
+        if h.t_acq != 0 && t_rel != 0 { ticks_to_ns(t_rel.saturating_sub(h.t_acq)) } else { 0 };
+    let k = EventKey {
+        lock: k1,
+        kind: EventKind::Holding,
+        stack: hash,
+        holder_site: 0,
+        holder_stack: 0,
+    };
+    match cx.shard.events.get(&k) {
+        Some(e) => {
+            e.count.add(1);
+            e.wait_ns.add(hold_ns);
+            e.wait_ns_max.max(hold_ns);
+        }
+        None => cx.shard.stacks_dropped.add(1),
+    }
 }
 
 /// Keeps `HELD_MAX` referenced for docs.

@@ -13,6 +13,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*}
 use lockmeter_core::Counter;
 use lockmeter_core::clock::Calibration;
 use lockmeter_core::registry::{Registry, Slot};
+use lockmeter_core::stacks::{EventEntry, EventTable, StackEntry, StackStore};
 use lockmeter_core::table::{Entry, Table};
 
 /// Hooks pass through: not initialized yet.
@@ -43,6 +44,12 @@ pub(crate) struct Config {
     pub(crate) max_threads: AtomicU32,
     pub(crate) calib_mult: AtomicU64,
     pub(crate) calib_hz: AtomicU64,
+    /// Frames recorded per stack (0: no stacks).
+    pub(crate) frames: AtomicU32,
+    /// Record the stack of one acquisition in N (0: only contended ones).
+    pub(crate) stack_sample: AtomicU32,
+    pub(crate) stacks_per_thread: AtomicU64,
+    pub(crate) events_per_thread: AtomicU64,
 }
 
 pub(crate) static CFG: Config = Config {
@@ -51,6 +58,10 @@ pub(crate) static CFG: Config = Config {
     max_threads: AtomicU32::new(1024),
     calib_mult: AtomicU64::new(1 << Calibration::SHIFT),
     calib_hz: AtomicU64::new(1_000_000_000),
+    frames: AtomicU32::new(0),
+    stack_sample: AtomicU32::new(0),
+    stacks_per_thread: AtomicU64::new(1024),
+    events_per_thread: AtomicU64::new(4096),
 };
 
 /// Ticks to ns with the calibration in force.
@@ -148,6 +159,10 @@ pub(crate) struct Private {
     pub(crate) cond_addr: usize,
     pub(crate) cond_site: usize,
     pub(crate) cond_t0: u64,
+    /// This thread's unwind cache (null: no stacks for this thread).
+    pub(crate) unwind_cache: *mut crate::unwind::TheCache,
+    /// Counts acquisitions for stack sampling.
+    pub(crate) stack_sample: u32,
 }
 
 /// Per-CPU counters of one thread.
@@ -170,6 +185,14 @@ pub(crate) struct Shard {
     /// Holds not timed because `held` was full.
     pub(crate) held_overflow: Counter,
     pub(crate) table: Table<'static>,
+    /// Interned call stacks of this thread.
+    pub(crate) stacks: StackStore<'static>,
+    /// Contention events (waiter stack x holder) and first uses.
+    pub(crate) events: EventTable<'static>,
+    /// Stacks or events that did not fit.
+    pub(crate) stacks_dropped: Counter,
+    /// Upper bound of this thread's stack (stack reads never go at or above it).
+    pub(crate) stack_top: u64,
     pub(crate) cpus: [CpuCounters; MAX_CPUS],
     pub(crate) private: UnsafeCell<Private>,
 }
@@ -256,8 +279,13 @@ fn new_shard() -> *const Shard {
         return core::ptr::null();
     }
     let records = CFG.records_per_thread.load(Relaxed) as usize;
+    let with_stacks = CFG.frames.load(Relaxed) > 0;
+    let nstacks = if with_stacks { CFG.stacks_per_thread.load(Relaxed) as usize } else { 0 };
+    let nevents = if with_stacks { CFG.events_per_thread.load(Relaxed) as usize } else { 0 };
     let head = (size_of::<Shard>() + 127) & !127;
-    let total = head + records * size_of::<Entry>();
+    let stacks_off = head + records * size_of::<Entry>();
+    let events_off = stacks_off + nstacks * size_of::<StackEntry>();
+    let total = events_off + nevents * size_of::<EventEntry>();
     let saved = sys::errno();
     let mem = map_zeroed(total);
     if mem.is_null() {
@@ -276,6 +304,14 @@ fn new_shard() -> *const Shard {
     unsafe {
         let entries = core::slice::from_raw_parts(mem.add(head) as *const Entry, records);
         core::ptr::addr_of_mut!((*sp).table).write(Table::new(entries));
+        let stacks = core::slice::from_raw_parts(mem.add(stacks_off) as *const StackEntry, nstacks);
+        core::ptr::addr_of_mut!((*sp).stacks).write(StackStore::new(stacks));
+        let events = core::slice::from_raw_parts(mem.add(events_off) as *const EventEntry, nevents);
+        core::ptr::addr_of_mut!((*sp).events).write(EventTable::new(events));
+        core::ptr::addr_of_mut!((*sp).stack_top).write(thread_stack_top());
+        if with_stacks {
+            (*(*sp).private.get()).unwind_cache = crate::unwind::take_cache();
+        }
         core::ptr::addr_of_mut!((*sp).index).write(idx as u32 + 1);
         core::ptr::addr_of_mut!((*sp).tid).write(sys::gettid());
         core::ptr::addr_of_mut!((*sp).name).write(name);
@@ -285,6 +321,18 @@ fn new_shard() -> *const Shard {
     }
     sys::set_errno(saved);
     sp
+}
+
+/// The upper bound of the calling thread's stack: the main thread's `[stack]` mapping, or, for
+/// other threads, glibc's thread descriptor, which sits right above the thread's stack.
+fn thread_stack_top() -> u64 {
+    // SAFETY: getpid has no preconditions.
+    if sys::gettid() == unsafe { libc::getpid() } as u32 {
+        crate::unwind::MAIN_STACK_TOP.load(Relaxed)
+    } else {
+        // SAFETY: pthread_self has no preconditions.
+        unsafe { libc::pthread_self() as u64 }
+    }
 }
 
 /// A hook's view of its thread while it meters.

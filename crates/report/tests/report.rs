@@ -260,7 +260,7 @@ fn json_top_and_sort() {
 #[test]
 fn json_states_drops_and_timing_modes() {
     let mut p = sample_profile();
-    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 7 };
+    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 7, stacks: 0 };
     p.header.hold_timing = HoldTiming::Sampled(16);
     p.header.end_reason = EndReason::Signal(15);
     let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
@@ -339,7 +339,7 @@ fn text_states_the_headline() {
 #[test]
 fn text_warns_loudly_about_drops() {
     let mut p = sample_profile();
-    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 0, holds: 0 };
+    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 0, holds: 0, stacks: 0 };
     p.header.hold_timing = HoldTiming::Off;
     let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
     let s = text_of(&a, ReportOptions::default());

@@ -121,7 +121,28 @@ pub fn rich_profile() -> Profile {
                 wait_ns: 99,
             })
             .collect(),
-        dropped: Dropped { acquisitions: 5, locks: 1, threads: 2, holds: 3 },
+        stacks: (0..6u32)
+            .map(|id| Stack {
+                id,
+                frames: (0..u64::from(id) * 3 + 1).map(|f| 0x4000_0000 + f * 0x40).collect(),
+            })
+            .collect(),
+        events: (0..12u64)
+            .map(|i| Event {
+                thread: (i % 5) as u32 + 1,
+                lock: (i % 8) as u32,
+                mode: modes[i as usize % 3],
+                kind: [EventKind::Contended, EventKind::Sampled, EventKind::FirstUse]
+                    [i as usize % 3],
+                stack: (i % 6) as u32,
+                holder_site: if i % 3 == 0 { 0x4000_1000 + i } else { 0 },
+                holder_stack: if i % 4 == 0 { Some((i % 6) as u32) } else { None },
+                count: i + 1,
+                wait_ns: i * 1000,
+                wait_ns_max: i * 500,
+            })
+            .collect(),
+        dropped: Dropped { acquisitions: 5, locks: 1, threads: 2, holds: 3, stacks: 4 },
         overhead: Overhead { ns_per_pair: 14, estimated_total_ns: 140_000, memory_bytes: 1 << 24 },
     }
 }

@@ -139,6 +139,8 @@ pub fn sample_profile() -> Profile {
         locks,
         records,
         cpus,
+        stacks: Vec::new(),
+        events: Vec::new(),
         dropped: Dropped::default(),
         overhead: Overhead {
             ns_per_pair: 24,
