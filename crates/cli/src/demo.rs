@@ -163,6 +163,8 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
         records: None,
         locks: None,
         threads: None,
+        frames: None,
+        stack_sample: None,
         top: 10,
         command: command.clone(),
     };

@@ -53,6 +53,12 @@ pub(crate) struct RunArgs {
     /// Threads that get their own table.
     #[arg(long, value_name = "N")]
     pub(crate) threads: Option<u64>,
+    /// Frames per call stack recorded for contended acquisitions (0: the call site only).
+    #[arg(long, value_name = "N")]
+    pub(crate) frames: Option<u64>,
+    /// Also record the stack of one acquisition in N, contended or not.
+    #[arg(long, value_name = "N")]
+    pub(crate) stack_sample: Option<u64>,
     /// Locks shown in the short report.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,

@@ -506,6 +506,7 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     ns_per_pair: c.u64().map_err(at)?,
                     estimated_total_ns: c.u64().map_err(at)?,
                     memory_bytes: c.u64().map_err(at)?,
+                    ns_per_stack: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),

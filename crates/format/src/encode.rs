@@ -738,6 +738,7 @@ impl<S: Sink> Encoder<S> {
         r.u64(o.ns_per_pair);
         r.u64(o.estimated_total_ns);
         r.u64(o.memory_bytes);
+        r.u64(o.ns_per_stack);
         self.emit(tag::OVERHEAD, 0, &mut r, &[], false)?;
         self.overhead_done = true;
         Ok(())

@@ -197,6 +197,9 @@ pub struct Overhead {
     pub estimated_total_ns: u64,
     /// Memory the collector mapped, in bytes.
     pub memory_bytes: u64,
+    /// Measured cost of recording one call stack (contended acquisitions pay it), in ns; 0 when
+    /// stacks were off.
+    pub ns_per_stack: u64,
 }
 
 /// An interned call stack: return addresses, innermost first. `frames[0]` is the call site of the

@@ -33,6 +33,7 @@ pub(crate) static START_UNIX_NS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static START_MONO_NS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static START_TICKS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
+pub(crate) static NS_PER_STACK: AtomicU64 = AtomicU64::new(0);
 /// Registry slot and generation of the calibration lock, left out of the profile.
 pub(crate) static CALIB_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -276,8 +277,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             }
             let (id, new) = ids.get(pair)?;
             if new {
-                let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
-                enc.lock(id, addr, gen_, kind, None).ok()?;
+                write_lock(enc, reg, id, slot_idx, gen_, kind).ok()?;
             }
             let st = live.snapshot();
             enc.stats(sh.index, id, site, mode, &st).ok()?;
@@ -317,8 +317,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
                 failed |= write_thread(b, enc, sh).is_none();
             }
             if new {
-                let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
-                failed |= enc.lock(id, addr, gen_, kind, None).is_err();
+                failed |= write_lock(enc, reg, id, slot_idx, gen_, kind).is_err();
             }
             let ev = lockmeter_format::Event {
                 thread: sh.index,
@@ -383,9 +382,29 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         ns_per_pair: per_pair,
         estimated_total_ns: per_pair.saturating_mul(acquisitions),
         memory_bytes: state::MAPPED_BYTES.load(Relaxed),
+        ns_per_stack: NS_PER_STACK.load(Relaxed),
     })
     .ok()?;
     Some(())
+}
+
+/// Writes a lock identity, with the name the program gave it (current generation only).
+fn write_lock(
+    enc: &mut Enc,
+    reg: &lockmeter_core::registry::Registry<'static>,
+    id: u32,
+    slot_idx: u32,
+    gen_: u32,
+    kind: LockKind,
+) -> Result<(), lockmeter_format::EncodeError> {
+    let slot = reg.slot(slot_idx);
+    let addr = slot.map(|s| s.addr()).unwrap_or(0);
+    let name = slot
+        .filter(|s| s.generation() == gen_)
+        .map(|s| s.name.load(Acquire))
+        .filter(|&n| n != 0)
+        .and_then(crate::names::get);
+    enc.lock(id, addr, gen_, kind, name)
 }
 
 /// Writes a thread's record (only threads with records are listed: the constructor's

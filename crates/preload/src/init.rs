@@ -67,6 +67,7 @@ fn init_inner() {
         CFG.calib_mult.store(c.mult, Relaxed);
     }
 
+    crate::names::init();
     if !state::init_registry(locks) {
         sys::write_stderr(b"lockmeter: cannot map the lock registry; metering disabled\n");
         STATE.store(state::DISABLED, Release);
@@ -86,6 +87,7 @@ fn init_inner() {
     }
 
     calibrate_overhead();
+    calibrate_stacks();
 
     dump::START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
     dump::START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
@@ -173,6 +175,35 @@ fn calibrate_overhead() {
             c.wait_ns.set(0);
         }
     }
+}
+
+/// Measures what recording one call stack costs (unwinding from here, a realistic depth at
+/// start-up, plus interning): the median of 5 rounds of 200.
+fn calibrate_stacks() {
+    if CFG.frames.load(Relaxed) <= 1 {
+        return;
+    }
+    let cache = crate::unwind::take_cache();
+    if cache.is_null() {
+        return;
+    }
+    let mut frames = [0u64; lockmeter_core::stacks::MAX_FRAMES];
+    let want = (CFG.frames.load(Relaxed) as usize).min(frames.len());
+    let top = crate::unwind::MAIN_STACK_TOP.load(Relaxed);
+    let mut rounds = [0u64; 5];
+    for r in rounds.iter_mut() {
+        let t0 = clock::monotonic_ns();
+        for _ in 0..200 {
+            // SAFETY: the cache was just taken from the pool, by this thread alone.
+            let n = crate::unwind::capture(unsafe { &mut *cache }, &mut frames[..want], top);
+            core::hint::black_box(lockmeter_core::stacks::stack_hash(&frames[..n]));
+        }
+        *r = (clock::monotonic_ns() - t0) / 200;
+    }
+    rounds.sort_unstable();
+    dump::NS_PER_STACK.store(rounds[2], Relaxed);
+    // Give the cache back to the pool's next taker: this thread's shard takes its own.
+    crate::unwind::return_cache(cache);
 }
 
 extern "C" fn on_exit() {

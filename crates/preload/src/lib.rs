@@ -35,6 +35,7 @@ mod dump;
 mod hooks;
 mod init;
 mod meter;
+mod names;
 mod real;
 mod state;
 mod sys;

@@ -66,6 +66,16 @@ pub(crate) fn take_cache() -> *mut TheCache {
     unsafe { *pool.add(i) }
 }
 
+/// Returns the cache most recently taken, if it was the last one taken (start-up only).
+pub(crate) fn return_cache(c: *mut TheCache) {
+    let pool = POOL.load(Acquire);
+    let n = POOL_NEXT.load(Relaxed);
+    // SAFETY: `n - 1` is within the pool when n > 0 and n <= len.
+    if n > 0 && n <= POOL_LEN.load(Relaxed) && !pool.is_null() && unsafe { *pool.add(n - 1) } == c {
+        POOL_NEXT.store(n - 1, Relaxed);
+    }
+}
+
 /// Resets the cache pool in a fork child (the parent's threads are gone; their caches are free).
 pub(crate) fn reset_pool() {
     POOL_NEXT.store(0, Relaxed);

@@ -143,7 +143,12 @@ pub fn rich_profile() -> Profile {
             })
             .collect(),
         dropped: Dropped { acquisitions: 5, locks: 1, threads: 2, holds: 3, stacks: 4 },
-        overhead: Overhead { ns_per_pair: 14, estimated_total_ns: 140_000, memory_bytes: 1 << 24 },
+        overhead: Overhead {
+            ns_per_pair: 14,
+            estimated_total_ns: 140_000,
+            memory_bytes: 1 << 24,
+            ns_per_stack: 900,
+        },
     }
 }
 

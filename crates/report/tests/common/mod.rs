@@ -146,6 +146,7 @@ pub fn sample_profile() -> Profile {
             ns_per_pair: 24,
             estimated_total_ns: 12_578_640,
             memory_bytes: 4 << 20,
+            ns_per_stack: 0,
         },
     }
 }
