@@ -38,8 +38,50 @@ macro_rules! trampoline {
 
 // ---- mutexes ----
 
+/// glibc's `PTHREAD_MUTEX_ROBUST_NORMAL_NP` bit of `__kind`.
+const ROBUST: c_int = 16;
+/// `FUTEX_TID_MASK`: the owner's tid in a robust mutex's lock word.
+const TID_MASK: u32 = 0x3fff_ffff;
+
+/// Whether `m` is a robust mutex (glibc layout: `__kind` is the `int` at offset 16 on x86_64 and
+/// aarch64).
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn is_robust(m: *mut pthread_mutex_t) -> bool {
+    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
+    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) };
+    kind & ROBUST != 0
+}
+
+/// Whether another thread than `me` holds the robust mutex `m` (its lock word holds the owner's
+/// tid).
+///
+/// # Safety
+/// `m` points at an initialized robust `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn robust_held_by_other(m: *mut pthread_mutex_t, me: u32) -> bool {
+    // SAFETY: the lock word is the first int of the mutex; a racy read is fine (it is a hint).
+    let word = unsafe { core::ptr::read_volatile(m as *const u32) } & TID_MASK;
+    word != 0 && word != me
+}
+
 trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: the libc contract: `m` is an initialized mutex.
+    if unsafe { is_robust(m) } {
+        return meter::lock_peek(
+            m as usize,
+            LockKind::Mutex,
+            Mode::Exclusive,
+            site,
+            // SAFETY: as above.
+            |me| unsafe { robust_held_by_other(m, me) },
+            // SAFETY: forwarded with the caller's arguments.
+            || unsafe { real::mutex_lock(m) },
+        );
+    }
     meter::lock_with(
         m as usize,
         LockKind::Mutex,
@@ -66,6 +108,19 @@ unsafe extern "C" fn imp_mutex_timedlock(
     t: *const timespec,
     site: usize,
 ) -> c_int {
+    // SAFETY: the libc contract: `m` is an initialized mutex.
+    if unsafe { is_robust(m) } {
+        return meter::lock_peek(
+            m as usize,
+            LockKind::Mutex,
+            Mode::Exclusive,
+            site,
+            // SAFETY: as above.
+            |me| unsafe { robust_held_by_other(m, me) },
+            // SAFETY: forwarded with the caller's arguments.
+            || unsafe { real::mutex_timedlock(m, t) },
+        );
+    }
     meter::lock_with(
         m as usize,
         LockKind::Mutex,
@@ -85,6 +140,19 @@ unsafe extern "C" fn imp_mutex_clocklock(
     t: *const timespec,
     site: usize,
 ) -> c_int {
+    // SAFETY: the libc contract: `m` is an initialized mutex.
+    if unsafe { is_robust(m) } {
+        return meter::lock_peek(
+            m as usize,
+            LockKind::Mutex,
+            Mode::Exclusive,
+            site,
+            // SAFETY: as above.
+            |me| unsafe { robust_held_by_other(m, me) },
+            // SAFETY: forwarded with the caller's arguments.
+            || unsafe { real::mutex_clocklock(m, c, t) },
+        );
+    }
     meter::lock_with(
         m as usize,
         LockKind::Mutex,

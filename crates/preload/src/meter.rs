@@ -442,7 +442,11 @@ pub(crate) fn lock_with(
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return lock() };
     let r = try_lock();
-    let r = if r == 0 || r == libc::EOWNERDEAD {
+    let r = if r == libc::ENOTRECOVERABLE {
+        // What the blocking call would answer too (and it must not be called: glibc's trylock
+        // may leave a not-recoverable robust mutex's word set).
+        r
+    } else if r == 0 || r == libc::EOWNERDEAD {
         acquired(&cx, addr, kind, mode, site, How::Immediate, None);
         r
     } else if r == libc::EBUSY {
@@ -462,6 +466,43 @@ pub(crate) fn lock_with(
         r
     } else {
         // Another error (EINVAL, EAGAIN, EDEADLK...): let the blocking call give its own answer.
+        let r = lock();
+        if r == 0 || r == libc::EOWNERDEAD {
+            acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+        }
+        r
+    };
+    crate::state::leave(cx);
+    r
+}
+
+/// A whole blocking acquisition that must not try the lock first (robust mutexes, whose trylock
+/// has side effects): contention is read from the lock word instead. `held_by_other(tid)` tells
+/// whether another thread than `tid` holds the lock now.
+#[inline(always)]
+pub(crate) fn lock_peek(
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    held_by_other: impl FnOnce(u32) -> bool,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else { return lock() };
+    let r = if held_by_other(cx.shard.tid) {
+        let slot = wait_begin(addr, kind);
+        let who = Contention::gather(&cx, slot, site);
+        let t0 = clock::now();
+        let r = lock();
+        let t1 = clock::now();
+        wait_end(slot);
+        if r == 0 || r == libc::EOWNERDEAD {
+            acquired(&cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
+        } else if r == libc::ETIMEDOUT {
+            try_failed(&cx, addr, kind, mode, site);
+        }
+        r
+    } else {
         let r = lock();
         if r == 0 || r == libc::EOWNERDEAD {
             acquired(&cx, addr, kind, mode, site, How::Immediate, None);
