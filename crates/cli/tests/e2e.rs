@@ -1,0 +1,797 @@
+//! End-to-end tests: real C programs with known lock counts (`tests/programs/*.c`), run under
+//! `lockmeter run` (the LD_PRELOAD collector), whose profiles are checked for exact counts.
+//!
+//! Needs gcc. Run with `cargo test -p lockmeter --test e2e`; the harness builds the preload
+//! library itself (`cargo build -p lockmeter-preload`) once per test process.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// sizeof(pthread_mutex_t) on x86_64 and aarch64 glibc.
+const MUTEX_SIZE: u64 = 40;
+
+/// The name the report gives to element `i` of a static array `base` of `size`-byte elements.
+fn elem(base: &str, i: u64, size: u64) -> String {
+    if i == 0 { base.to_string() } else { format!("{base}+{:#x}", i * size) }
+}
+
+// ---- 1. several static locks and striped locks ----
+
+#[test]
+fn several_static_and_striped_locks_are_counted_exactly() {
+    let s = Scratch::new("striped");
+    let exe = s.compile("striped");
+    let (t, m) = (6u64, 8000u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_end("exit", None);
+
+    let a = p.expect_lock("lock_a", "mutex", t * m);
+    p.eq("lock_a generation", u(a, "generation"), 0);
+    p.expect_lock("lock_b", "mutex", t * m / 4);
+    let init = p.expect_lock("init_lock", "mutex", t * m / 2);
+    p.eq("init_lock generation (initialized at run time)", u(init, "generation"), 1);
+    for k in 0..8 {
+        let name = elem("stripes", k, MUTEX_SIZE);
+        let l = p.expect_lock(&name, "mutex", t * m / 8);
+        p.eq(format!("{name} generation"), u(l, "generation"), 0);
+    }
+    let expected_total = t * m + t * m / 4 + t * m / 2 + t * m;
+    p.eq("totals.acquisitions", p.totals("acquisitions"), expected_total);
+    p.eq("totals.locks", p.totals("locks"), 11);
+    p.eq(
+        "read+write (no rwlock)",
+        p.totals("read_acquisitions") + p.totals("write_acquisitions"),
+        0,
+    );
+    p.eq("trylock failures", p.totals("trylock_failures"), 0);
+    // Hold timing on: every hold is timed (no held-stack overflow at depth 2).
+    p.eq("totals.holds_timed", p.totals("holds_timed"), expected_total);
+    p.check(p.totals("hold_ns") > 0, "hold_ns > 0 with hold timing on");
+
+    // One entry per worker thread (the main thread only initialized init_lock), each with its
+    // exact share.
+    p.eq("threads", p.threads().len() as u64, t);
+    for th in p.threads() {
+        p.eq(
+            format!("thread {} acquisitions", th["tid"]),
+            u(th, "acquisitions"),
+            expected_total / t,
+        );
+        p.check(u(th, "tid") > 0, "thread tid known");
+    }
+    // Sites name the worker function.
+    for l in p.locks() {
+        for site in l["sites"].as_array().into_iter().flatten() {
+            let f = sf(site, "function").unwrap_or("");
+            p.check(
+                f.starts_with("worker+0x"),
+                format!("site {f} of {} is in worker()", l["name"]),
+            );
+        }
+    }
+    let h = p.header();
+    p.eq("header.cmdline", h["cmdline"].as_array().map(|a| a.len()), Some(3));
+    p.eq("header.hold_timing", sf(h, "hold_timing"), Some("on"));
+}
+
+#[test]
+fn hold_timing_off_and_sampled_keep_the_counts() {
+    let s = Scratch::new("hold");
+    let exe = s.compile("striped");
+    let (t, m) = (4u64, 4000u64);
+    let args = [t.to_string(), m.to_string()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let total = t * m + t * m / 4 + t * m / 2 + t * m;
+
+    let ran = run_metered(&s, "off.lmp", &["--hold", "off"], &exe, &args);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("off.lmp"), &ran);
+    p.check_consistency();
+    p.eq("header.hold_timing", sf(p.header(), "hold_timing"), Some("off"));
+    p.eq("totals.acquisitions", p.totals("acquisitions"), total);
+    p.eq("totals.holds_timed", p.totals("holds_timed"), 0);
+    p.eq("totals.hold_ns", p.totals("hold_ns"), 0);
+    for l in p.locks() {
+        p.eq(format!("{} hold_ns_total", l["name"]), u(l, "hold_ns_total"), 0);
+    }
+    p.expect_lock("lock_a", "mutex", t * m);
+    p.expect_lock(&elem("stripes", 7, MUTEX_SIZE), "mutex", t * m / 8);
+
+    let ran = run_metered(&s, "sampled.lmp", &["--hold", "sample:4"], &exe, &args);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("sampled.lmp"), &ran);
+    p.check_consistency();
+    p.eq("header.hold_timing", sf(p.header(), "hold_timing"), Some("sampled"));
+    p.eq("header.hold_sample_every", p.header()["hold_sample_every"].as_u64(), Some(4));
+    p.eq("totals.acquisitions", p.totals("acquisitions"), total);
+    // One hold in 4 per thread (a per-thread counter): between total/4 - t and total/4 + t.
+    let timed = p.totals("holds_timed");
+    p.check(
+        timed + t >= total / 4 && timed <= total / 4 + t,
+        format!("holds_timed {timed} is about a quarter of {total}"),
+    );
+}
+
+// ---- 2. many threads, one lock ----
+
+#[test]
+fn sixty_four_threads_on_one_lock_lose_and_invent_nothing() {
+    let s = Scratch::new("hammer");
+    let exe = s.compile("hammer");
+    let (t, m) = (64u64, 20_000u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let l = p.expect_lock("big_lock", "mutex", t * m);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), t * m);
+    p.eq("totals.locks", p.totals("locks"), 1);
+    p.eq("big_lock threads", u(l, "threads"), t);
+    p.check(u(l, "owner_changes") < t * m, "owner_changes < acquisitions");
+    p.eq("threads listed", p.threads().len() as u64, t);
+    for th in p.threads() {
+        p.eq(format!("thread {} acquisitions", th["tid"]), u(th, "acquisitions"), m);
+    }
+    // Per-CPU acquisitions cover every acquisition exactly (nothing dropped).
+    let cpus: u64 =
+        p.json["cpus"].as_array().into_iter().flatten().map(|c| u(c, "acquisitions")).sum();
+    p.eq("sum of cpus[].acquisitions", cpus, t * m);
+}
+
+// ---- 3. rwlocks ----
+
+#[test]
+fn rwlock_read_write_split_and_failures_are_exact() {
+    let s = Scratch::new("rwlock");
+    let exe = s.compile("rwlock");
+    let n = 1000u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let reads = 3 * n + 1 + n;
+    let writes = 3 * n + 1;
+    let l = p.expect_lock("table_lock", "rwlock", reads + writes);
+    p.eq("table_lock read_acquisitions", u(l, "read_acquisitions"), reads);
+    p.eq("table_lock write_acquisitions", u(l, "write_acquisitions"), writes);
+    p.eq("table_lock trylock_failures", u(l, "trylock_failures"), 3 * n + 5);
+    p.eq("table_lock contended (never blocked by construction)", u(l, "contended"), 0);
+    p.eq("table_lock generation", u(l, "generation"), 0);
+    p.eq("totals.read_acquisitions", p.totals("read_acquisitions"), reads);
+    p.eq("totals.write_acquisitions", p.totals("write_acquisitions"), writes);
+    p.eq("threads", p.threads().len(), 2);
+    let helper = p.threads().iter().map(|t| u(t, "acquisitions")).min();
+    p.eq("the helper thread's acquisitions (1 read + 1 write)", helper, Some(2));
+}
+
+// ---- 4. spinlocks ----
+
+#[test]
+fn spinlocks_are_counted_with_their_kind() {
+    let s = Scratch::new("spin");
+    let exe = s.compile("spin");
+    let (t, m, tries) = (4u64, 10_000u64, 100u64);
+    let ran =
+        run_metered(&s, "p.lmp", &[], &exe, &[&t.to_string(), &m.to_string(), &tries.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let l = p.expect_lock("spin", "spinlock", t * m + 2);
+    p.eq("spin trylock_failures", u(l, "trylock_failures"), tries);
+    p.eq("spin generation", u(l, "generation"), 1);
+    for k in 0..4 {
+        // sizeof(pthread_spinlock_t) = 4
+        let name = elem("spins", k, 4);
+        let l = p.expect_lock(&name, "spinlock", m * t / 4);
+        p.eq(format!("{name} generation"), u(l, "generation"), 1);
+    }
+    p.eq("totals.acquisitions", p.totals("acquisitions"), 2 * t * m + 2);
+}
+
+// ---- 5. condition variables ----
+
+/// Parses "pp_lock locks=L waits=W" from the condvar program.
+fn pingpong_counts(out: &str) -> (u64, u64) {
+    let line = out.lines().find(|l| l.starts_with("pp_lock ")).expect("no pp_lock line");
+    let get = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {line}"))
+    };
+    (get("locks="), get("waits="))
+}
+
+#[test]
+fn condvar_waits_reacquire_the_mutex_exactly_once_each() {
+    let s = Scratch::new("condvar");
+    let exe = s.compile("condvar");
+    let (rounds, timeouts) = (2000u64, 5u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&rounds.to_string(), &timeouts.to_string()]);
+    ran.expect_code(0);
+    let (locks, waits) = pingpong_counts(&ran.stdout);
+    assert_eq!(locks, 2 * rounds, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.expect_nothing_dropped();
+    let pp = p.expect_lock("pp_lock", "mutex", locks + waits);
+    p.eq("pp_lock cond_waits", u(pp, "cond_waits"), waits);
+    if waits > 0 {
+        p.check(u(pp, "cond_wait_ns") > 0, "pp_lock cond_wait_ns > 0");
+    }
+    let to = p.expect_lock("to_lock", "mutex", 1 + timeouts);
+    p.eq(
+        "to_lock cond_waits (timed out waits re-acquire the mutex)",
+        u(to, "cond_waits"),
+        timeouts,
+    );
+    p.check(u(to, "cond_wait_ns") > 0, "to_lock cond_wait_ns > 0");
+    p.eq("to_lock contended", u(to, "contended"), 0);
+}
+
+#[test]
+fn failed_cond_wait_is_not_an_acquisition() {
+    // pthread_cond_timedwait on an error-checking mutex the caller does not hold returns EPERM
+    // at once: the mutex was neither released nor re-acquired.
+    let s = Scratch::new("condvar-eperm");
+    let exe = s.compile("condvar");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["10", "1"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    let ec = p.expect_lock("ec_lock", "mutex", 1);
+    p.eq("ec_lock cond_waits", u(ec, "cond_waits"), 0);
+    p.check_consistency();
+}
+
+// ---- 6. trylock and timed locks ----
+
+#[test]
+fn trylock_ebusy_and_timedlock_etimedout_are_exact() {
+    let s = Scratch::new("trylock");
+    let exe = s.compile("trylock");
+    let tries = 500u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&tries.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let g = p.expect_lock("guard", "mutex", 1 + tries + 2);
+    p.eq("guard trylock_failures (EBUSY + ETIMEDOUT)", u(g, "trylock_failures"), tries + 3);
+    p.eq("guard contended", u(g, "contended"), 0);
+    p.eq("guard cnt_hold (the helper's one hold was wanted)", u(g, "cnt_hold"), 1);
+    p.eq("threads", p.threads().len(), 2);
+}
+
+// ---- 7. recursive, error-checking and robust mutexes: semantic transparency ----
+
+#[test]
+fn recursive_errorcheck_and_robust_mutexes_behave_as_without_the_preload() {
+    let s = Scratch::new("semantics");
+    let exe = s.compile("semantics");
+    let n = 100u64;
+    let plain = run_plain(&s.dir, &exe, &[&n.to_string()]);
+    plain.expect_code(0);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string()]);
+    assert_eq!(ran.status.code(), plain.status.code(), "exit status differs\n{plain}\n{ran}");
+    assert_eq!(ran.stdout, plain.stdout, "output differs\n{plain}\n{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let rec = p.expect_lock("rec_lock", "mutex", 3 * n);
+    p.eq("rec_lock generation", u(rec, "generation"), 1);
+    let ec = p.expect_lock("ec_lock", "mutex", n);
+    p.eq("ec_lock trylock_failures (EBUSY by the owner)", u(ec, "trylock_failures"), n);
+    let normal = p.expect_lock("normal_lock", "mutex", n);
+    p.eq("normal_lock trylock_failures", u(normal, "trylock_failures"), n);
+    p.expect_lock("robust_lock", "mutex", 3);
+    p.expect_lock("errno_lock", "mutex", 2 * n);
+}
+
+#[test]
+fn robust_not_recoverable_is_transparent() {
+    let s = Scratch::new("notrecoverable");
+    let exe = s.compile("semantics");
+    let plain = run_plain(&s.dir, &exe, &["10", "notrecoverable"]);
+    plain.expect_code(0);
+    let out = s.path("p.lmp");
+    let ran = lockmeter_with(
+        &s.dir,
+        &[
+            "run",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            "10",
+            "notrecoverable",
+        ],
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(ran.stdout, plain.stdout, "output differs\n{plain}\n{ran}");
+    ran.expect_code(0);
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("dead_lock", "mutex", 2);
+    p.check_consistency();
+}
+
+// ---- 8. fork ----
+
+#[test]
+fn fork_children_get_their_own_exact_profiles() {
+    let s = Scratch::new("fork");
+    let exe = s.compile("forker");
+    let (before, after, child) = (100u64, 200u64, 300u64);
+    let ran = run_metered(
+        &s,
+        "p.lmp",
+        &[],
+        &exe,
+        &[&before.to_string(), &after.to_string(), &child.to_string()],
+    );
+    ran.expect_code(0);
+    let pid_of = |k: &str| -> u64 {
+        ran.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no '{k}' line\n{ran}"))
+    };
+    let (c1, c2) = (pid_of("child1 "), pid_of("child2 "));
+
+    let parent = Profile::load(&s.path("p.lmp"), &ran);
+    parent.check_consistency();
+    parent.expect_nothing_dropped();
+    parent.expect_end("exit", None);
+    parent.expect_lock("fork_lock", "mutex", before + after);
+    parent.expect_lock("helper_lock", "mutex", 77);
+    parent.eq("parent: child_lock", parent.acq("child_lock"), 0);
+    parent.eq("parent threads", parent.threads().len(), 2);
+    let ppid = u(parent.header(), "pid");
+
+    let f1 = s.path(&format!("p.lmp.{c1}"));
+    let p1 = Profile::load(&f1, &ran);
+    p1.check_consistency();
+    p1.expect_nothing_dropped();
+    p1.expect_end("exit", None);
+    p1.eq("child 1 pid", u(p1.header(), "pid"), c1);
+    p1.eq("child 1 ppid", u(p1.header(), "ppid"), ppid);
+    p1.expect_lock("fork_lock", "mutex", child);
+    p1.expect_lock("child_lock", "mutex", child / 2);
+    p1.eq("child 1: helper_lock (parent's, before the fork)", p1.acq("helper_lock"), 0);
+    p1.eq("child 1 threads", p1.threads().len(), 1);
+    p1.eq("child 1 totals", p1.totals("acquisitions"), child + child / 2);
+
+    let f2 = s.path(&format!("p.lmp.{c2}"));
+    let p2 = Profile::load(&f2, &ran);
+    p2.check_consistency();
+    p2.expect_end("_exit", None);
+    p2.expect_lock("fork_lock", "mutex", child);
+    p2.eq("child 2 totals", p2.totals("acquisitions"), child);
+
+    for f in [&f1, &f2] {
+        let listed = ran.stderr.lines().any(|l| l.trim() == f.to_str().unwrap());
+        assert!(listed, "run does not list {}\n{ran}", f.display());
+    }
+    assert!(ran.stderr.contains("2 more profile(s)"), "{ran}");
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 3, "{ran}");
+}
+
+// ---- 9, 10, 14. how processes end ----
+
+#[test]
+fn underscore_exit_writes_the_profile_and_passes_the_status() {
+    let s = Scratch::new("underscore-exit");
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["_exit3", "500", "3"]);
+    ran.expect_code(3);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_end("_exit", None);
+    p.expect_lock("end_lock", "mutex", 1500);
+    p.eq("threads", p.threads().len(), 3);
+}
+
+#[test]
+fn exit_status_is_passed_through_and_stdio_untouched() {
+    let s = Scratch::new("exit7");
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["exit7", "300", "2"]);
+    ran.expect_code(7);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.expect_end("exit", None);
+    p.expect_lock("end_lock", "mutex", 600);
+
+    let exe = s.compile("echo");
+    let mut input = b"hello\nworld\n".to_vec();
+    input.extend((0..200_000u32).map(|i| (i % 251) as u8 | 1).filter(|&b| b != 0));
+    // The bytes go through as bytes: compare raw output, not lossy strings.
+    let out = s.path("echo.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--", exe.to_str().unwrap()]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("cannot start lockmeter");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = input.clone();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(&data).unwrap();
+    });
+    let o = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(7), "{stderr}");
+    assert!(
+        o.stdout == input,
+        "stdout differs from stdin ({} vs {} bytes)\n{stderr}",
+        o.stdout.len(),
+        input.len()
+    );
+    assert!(stderr.contains("echo: done"), "the program's stderr is lost:\n{stderr}");
+    let ran = Ran {
+        what: "echo".into(),
+        status: o.status,
+        stdout: String::new(),
+        stderr: stderr.into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    let p = Profile::load(&out, &ran);
+    p.check(p.acq("echo_lock") >= 1, "echo_lock taken");
+}
+
+fn check_signal_end(mode: &str, sig: i32) {
+    let s = Scratch::new(&format!("signal-{mode}"));
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[mode, "500", "3"]);
+    ran.expect_code(128 + sig);
+    assert!(ran.stderr.contains(&format!("signal {sig}")), "run does not say the signal\n{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_end("signal", Some(sig as u64));
+    p.expect_lock("end_lock", "mutex", 1500);
+}
+
+#[test]
+fn sigterm_writes_the_profile_and_exits_143() {
+    check_signal_end("term", libc::SIGTERM);
+}
+
+#[test]
+fn sigint_writes_the_profile_and_exits_130() {
+    check_signal_end("int", libc::SIGINT);
+}
+
+#[test]
+fn sigterm_sent_to_lockmeter_reaches_the_program() {
+    use std::io::BufRead;
+    let s = Scratch::new("signal-forward");
+    let exe = s.compile("ending");
+    let out = s.path("p.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args([
+        "run",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "wait",
+        "400",
+        "2",
+    ]);
+    let mut child = spawn(&mut cmd);
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // SAFETY: kill(2) on our own child, the lockmeter process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let ran = finish("lockmeter run -- ending wait (SIGTERM)".into(), child, b"", RUN_LIMIT);
+    ran.expect_code(143);
+    let p = Profile::load(&out, &ran);
+    p.expect_end("signal", Some(15));
+    p.expect_lock("end_lock", "mutex", 800);
+}
+
+// ---- 11. a million short-lived locks ----
+
+#[test]
+fn a_million_short_lived_locks_finish_and_account_for_every_acquisition() {
+    let s = Scratch::new("million");
+    let exe = s.compile("million");
+    for mode in ["static", "heap"] {
+        let n = 1_000_000u64;
+        let out = format!("{mode}.lmp");
+        let ran = run_metered(&s, &out, &[], &exe, &[&n.to_string(), mode]);
+        ran.expect_code(0);
+        assert_eq!(ran.stdout.trim(), format!("ok {n}"), "{ran}");
+        assert!(ran.elapsed < Duration::from_secs(60), "{mode}: took {:?}", ran.elapsed);
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        let recorded = p.totals("acquisitions");
+        let dropped = p.dropped("acquisitions");
+        p.eq(format!("{mode}: recorded + dropped acquisitions"), recorded + dropped, n);
+        p.eq("totals.dropped", p.totals("dropped"), dropped);
+        // Every lock identity had one acquisition.
+        p.eq(
+            format!("{mode}: one lock entry per recorded acquisition"),
+            p.locks().len() as u64,
+            recorded,
+        );
+        for l in p.locks() {
+            p.eq("acquisitions of a short-lived lock", u(l, "acquisitions"), 1);
+        }
+        if mode == "static" {
+            // Each round inits (+1) and destroys (+1): odd generations are the locked ones.
+            let mut gens: Vec<u64> = p.locks().iter().map(|l| u(l, "generation")).collect();
+            gens.sort_unstable();
+            gens.dedup();
+            p.eq("distinct generations", gens.len() as u64, recorded);
+            p.check(gens.iter().all(|g| g % 2 == 1), "locked generations are odd");
+            p.check(p.locks().iter().all(|l| sf(l, "name") == Some("short_lock")), "names");
+        }
+        // Memory stays bounded (fixed tables), whatever the number of identities.
+        let mem = u(&p.json["overhead"], "memory_bytes");
+        p.check(mem < 64 << 20, format!("collector memory {mem} < 64 MiB"));
+        p.eq("dropped.threads", p.dropped("threads"), 0);
+    }
+}
+
+#[test]
+fn dropped_locks_estimate_counts_reinitialized_identities() {
+    // 100k identities at one address, one acquisition each: all but ~3.5k are dropped; the
+    // report must not claim that they were one lock.
+    let s = Scratch::new("dropped-identities");
+    let exe = s.compile("million");
+    let n = 100_000u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string(), "static"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    let dropped = p.dropped("acquisitions");
+    p.eq("recorded + dropped", p.totals("acquisitions") + dropped, n);
+    let est = p.dropped("locks");
+    // Each dropped acquisition is a distinct lock (address + generation).
+    p.check(
+        est * 2 >= dropped && est <= dropped * 2,
+        format!("dropped.locks {est} within a factor 2 of the {dropped} dropped lock identities"),
+    );
+}
+
+// ---- 12. table overflow ----
+
+fn check_overflow(opts: &[&str], what: &str) {
+    let s = Scratch::new(what);
+    let exe = s.compile("many_locks");
+    let nlocks = 200u64;
+    let ran = run_metered(&s, "p.lmp", opts, &exe, &[&nlocks.to_string(), "1"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    let truth = nlocks * (nlocks + 1) / 2;
+    let recorded = p.totals("acquisitions");
+    let dropped = p.dropped("acquisitions");
+    p.check(dropped > 0, format!("{what}: something dropped"));
+    p.eq(format!("{what}: recorded + dropped"), recorded + dropped, truth);
+    // Every recorded lock has its exact count (lock i: i + 1).
+    for l in p.locks() {
+        let name = sf(l, "name").unwrap_or("");
+        let i = match name.strip_prefix("many+0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).unwrap() / MUTEX_SIZE,
+            None if name == "many" => 0,
+            None => p.fail(format!("unexpected lock {name}")),
+        };
+        p.eq(format!("{name} acquisitions"), u(l, "acquisitions"), i + 1);
+    }
+    let missing = nlocks - p.locks().len() as u64;
+    let est = p.dropped("locks");
+    p.check(
+        est * 10 >= missing * 8 && est * 10 <= missing * 12,
+        format!("{what}: dropped.locks {est} within 20% of the {missing} locks not recorded"),
+    );
+    p.eq("dropped.threads", p.dropped("threads"), 0);
+}
+
+#[test]
+fn per_thread_record_table_overflow_is_accounted_exactly() {
+    check_overflow(&["--records", "32"], "records32");
+}
+
+#[test]
+fn lock_registry_overflow_is_accounted_exactly() {
+    check_overflow(&["--locks", "64"], "locks64");
+}
+
+#[test]
+fn threads_refused_a_table_are_accounted_exactly() {
+    // --threads 2: the main thread (whose table the start-up calibration made) and one worker
+    // get tables; the other 3 workers are refused.
+    let s = Scratch::new("threads2");
+    let exe = s.compile("hammer");
+    let (t, m) = (4u64, 1000u64);
+    let ran =
+        run_metered(&s, "p.lmp", &["--threads", "2"], &exe, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.eq("dropped.threads", p.dropped("threads"), t - 1);
+    p.expect_lock("big_lock", "mutex", m);
+    p.eq(
+        "recorded + dropped acquisitions",
+        p.totals("acquisitions") + p.dropped("acquisitions"),
+        t * m,
+    );
+}
+
+// ---- 13. exec ----
+
+#[test]
+fn exec_writes_one_profile_per_image_and_a_failed_exec_changes_nothing() {
+    let s = Scratch::new("exec");
+    let exe = s.compile("execer");
+    let (n, m) = (100u64, 50u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let first = Profile::load(&s.path("p.lmp"), &ran);
+    first.check_consistency();
+    first.expect_nothing_dropped();
+    first.expect_end("exec", None);
+    first.expect_lock("exec_lock", "mutex", 2 * n);
+    first.eq("stage 1: stage2_lock", first.acq("stage2_lock"), 0);
+    let pid = u(first.header(), "pid");
+
+    let f2 = s.path(&format!("p.lmp.{pid}.1"));
+    let second = Profile::load(&f2, &ran);
+    second.check_consistency();
+    second.expect_end("exit", None);
+    second.eq("stage 2 pid", u(second.header(), "pid"), pid);
+    second.expect_lock("stage2_lock", "mutex", m);
+    second.eq("stage 2: exec_lock", second.acq("exec_lock"), 0);
+    assert!(ran.stderr.lines().any(|l| l.trim() == f2.to_str().unwrap()), "not listed\n{ran}");
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 2, "{ran}");
+}
+
+#[test]
+fn exec_image_seq_counts_the_execs() {
+    let s = Scratch::new("exec-seq");
+    let exe = s.compile("execer");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["10", "10"]);
+    ran.expect_code(0);
+    let first = Profile::load(&s.path("p.lmp"), &ran);
+    first.eq("stage 1 image_seq", u(first.header(), "image_seq"), 0);
+    let pid = u(first.header(), "pid");
+    let second = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
+    second.eq(
+        "stage 2 image_seq (SCHEMA.md: +1 after each exec)",
+        u(second.header(), "image_seq"),
+        1,
+    );
+}
+
+// ---- 15. bad input ----
+
+/// A failed command: non-zero exit, one line on stderr starting "lockmeter: ", no panic.
+fn expect_one_line_error(ran: &Ran, must_name: &str) -> String {
+    assert!(!ran.status.success(), "{} succeeded\n{ran}", ran.what);
+    assert!(ran.status.code().is_some(), "{} died of a signal\n{ran}", ran.what);
+    assert!(!ran.stderr.contains("panicked"), "{} panicked\n{ran}", ran.what);
+    let lines: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}: not one line of error\n{ran}", ran.what);
+    assert!(lines[0].starts_with("lockmeter: "), "{ran}");
+    assert!(
+        lines[0].contains(must_name),
+        "{}: the message does not name {must_name}\n{ran}",
+        ran.what
+    );
+    lines[0].to_string()
+}
+
+#[test]
+fn bad_programs_and_bad_profiles_give_one_line_errors() {
+    let s = Scratch::new("bad");
+    let ran = lockmeter(&s.dir, &["run", "-q", "-o", "x.lmp", "--", "/nonexistent/prog"]);
+    expect_one_line_error(&ran, "/nonexistent/prog");
+    let ran =
+        lockmeter(&s.dir, &["run", "-q", "-o", "x.lmp", "--", "no-such-program-lockmeter-e2e"]);
+    expect_one_line_error(&ran, "no-such-program-lockmeter-e2e");
+
+    // A real profile to cut.
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "good.lmp", &[], &exe, &["exit7", "10", "1"]);
+    ran.expect_code(7);
+    let good = std::fs::read(s.path("good.lmp")).unwrap();
+    std::fs::write(s.path("empty.lmp"), b"").unwrap();
+    std::fs::write(s.path("half.lmp"), &good[..good.len() / 2]).unwrap();
+    std::fs::write(s.path("short.lmp"), &good[..good.len().min(7)]).unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u8> = (0..8192)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(s.path("random.lmp"), &random).unwrap();
+    // The profile's magic followed by garbage.
+    let mut magic_garbage = good[..good.len().min(16)].to_vec();
+    magic_garbage.extend_from_slice(&random[..4096]);
+    std::fs::write(s.path("magic-garbage.lmp"), &magic_garbage).unwrap();
+
+    for f in
+        ["missing.lmp", "empty.lmp", "half.lmp", "short.lmp", "random.lmp", "magic-garbage.lmp"]
+    {
+        for fmt in ["json", "text", "csv"] {
+            let ran = lockmeter(&s.dir, &["report", f, "--format", fmt]);
+            expect_one_line_error(&ran, f);
+        }
+    }
+    // A directory is not a profile either.
+    let ran = lockmeter(&s.dir, &["report", "."]);
+    assert!(!ran.status.success() && !ran.stderr.contains("panicked"), "{ran}");
+}
+
+#[test]
+fn report_errors_do_not_repeat_themselves() {
+    let s = Scratch::new("bad-dup");
+    std::fs::write(s.path("empty.lmp"), b"").unwrap();
+    std::fs::write(s.path("random.lmp"), [0x5au8; 300]).unwrap();
+    for f in ["missing.lmp", "empty.lmp", "random.lmp"] {
+        let ran = lockmeter(&s.dir, &["report", f]);
+        let line = expect_one_line_error(&ran, f);
+        // "lockmeter: A: B: B" says B twice.
+        let parts: Vec<&str> = line.split(": ").map(str::trim).collect();
+        let mut seen = std::collections::HashSet::new();
+        for part in parts.iter().filter(|p| p.len() > 12) {
+            assert!(seen.insert(*part), "the message repeats '{part}':\n{line}");
+        }
+    }
+}
+
+// ---- 16. the demo ----
+
+#[test]
+fn demo_runs_and_names_its_locks() {
+    let s = Scratch::new("demo");
+    let out = s.path("demo.lmp");
+    let ran = lockmeter(
+        &s.dir,
+        &["demo", "--threads", "4", "--iterations", "2000", "-q", "-o", out.to_str().unwrap()],
+    );
+    ran.expect_code(0);
+    let p = Profile::load(&out, &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let named = |needle: &str| -> &serde_json::Value {
+        let v: Vec<_> = p
+            .locks()
+            .iter()
+            .filter(|l| sf(l, "name").is_some_and(|n| n.contains(needle)))
+            .collect();
+        match v.as_slice() {
+            [one] => one,
+            _ => p.fail(format!("{} locks named like {needle}", v.len())),
+        }
+    };
+    let wq = named("WORK_QUEUE_LOCK");
+    p.eq("WORK_QUEUE_LOCK acquisitions (4 x 2000)", u(wq, "acquisitions"), 8000);
+    p.eq("WORK_QUEUE_LOCK kind", sf(wq, "kind"), Some("mutex"));
+    let st = named("STATS_LOCK");
+    p.eq("STATS_LOCK acquisitions (4 x ceil(2000/64))", u(st, "acquisitions"), 4 * 32);
+    let cfg = named("CONFIG_LOCK");
+    p.eq("CONFIG_LOCK kind", sf(cfg, "kind"), Some("rwlock"));
+    p.eq("CONFIG_LOCK reads (4 x 2000/16)", u(cfg, "read_acquisitions"), 4 * 125);
+    p.eq("CONFIG_LOCK writes", u(cfg, "write_acquisitions"), 1);
+}

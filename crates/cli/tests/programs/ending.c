@@ -1,0 +1,41 @@
+/* How a process ends. argv: MODE N [THREADS].
+ * Takes end_lock N times in the main thread (and N times in each of THREADS-1 helper threads,
+ * joined first), then ends by MODE:
+ *   exit7: exit(7)   _exit3: _exit(3)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
+ *   wait: prints "ready", then waits for a signal (pause) */
+#include "e2e_common.h"
+#include <signal.h>
+#include <unistd.h>
+
+pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
+static long n;
+
+static void *worker(void *arg) {
+    (void)arg;
+    for (long i = 0; i < n; i++) {
+        OK(pthread_mutex_lock(&end_lock));
+        OK(pthread_mutex_unlock(&end_lock));
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "exit7";
+    n = arg_long(argc, argv, 2, 1000);
+    long threads = arg_long(argc, argv, 3, 1);
+    pthread_t th[64];
+    for (long t = 1; t < threads; t++) OK(pthread_create(&th[t], NULL, worker, NULL));
+    for (long t = 1; t < threads; t++) OK(pthread_join(th[t], NULL));
+    worker(NULL);
+    if (!strcmp(mode, "exit7")) exit(7);
+    if (!strcmp(mode, "_exit3")) _exit(3);
+    if (!strcmp(mode, "term")) raise(SIGTERM);
+    if (!strcmp(mode, "int")) kill(getpid(), SIGINT);
+    if (!strcmp(mode, "wait")) {
+        printf("ready\n");
+        fflush(stdout);
+        for (;;) pause();
+    }
+    fprintf(stderr, "still alive after %s\n", mode);
+    return 99;
+}
