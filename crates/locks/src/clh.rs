@@ -78,7 +78,7 @@ unsafe impl<P: Relax> lock_api::RawMutex for Clh<P> {
             // the predecessor's node PARKED (WAITING is not used: LOCKED plays its part).
             if P::PARKS {
                 // SAFETY: `p` is live until we give it back below.
-                unsafe { wait_released::<P>(p) };
+                unsafe { wait_released(p) };
             } else {
                 let mut r = P::default();
                 while p.state.load(Acquire) != RELEASED {
@@ -125,7 +125,7 @@ unsafe impl<P: Relax> lock_api::RawMutex for Clh<P> {
 ///
 /// # Safety
 /// `p` stays live until it reads RELEASED.
-unsafe fn wait_released<P: Relax>(p: &PNode) {
+unsafe fn wait_released(p: &PNode) {
     // MCS's `wait_granted` waits WAITING(0) → GRANTED; CLH's "wait" value is LOCKED(1).
     let mut b = crate::relax::SpinBudget::new(crate::relax::Park::SPIN_NS);
     while p.state.load(Acquire) != RELEASED {

@@ -32,6 +32,8 @@ mod ppool {
     use std::cell::RefCell;
 
     thread_local! {
+        // Boxed: a node's address is shared with other threads and must not move.
+        #[allow(clippy::vec_box)]
         static POOL: RefCell<Vec<Box<PNode>>> = const { RefCell::new(Vec::new()) };
     }
 
@@ -106,7 +108,7 @@ impl INode {
 #[cfg(not(loom))]
 const CAP: usize = 1 << 14;
 #[cfg(loom)]
-const CAP: usize = 64;
+const CAP: usize = 16;
 
 struct Arena {
     nodes: Box<[INode]>,

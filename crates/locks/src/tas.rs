@@ -1,7 +1,8 @@
 //! Test-and-set byte lock.
 //!
-//! State: one byte, 0 = free, 1 = held. Lock: `xchg(1)` until it returns 0, with one policy
-//! step between attempts. Unlock: a plain release store of 0. Every attempt is a read-modify-write,
+//! State: one byte, 0 = free, 1 = held. Lock: `cmpxchg(0 → 1)` until it succeeds, with one
+//! policy step between attempts (a locked `cmpxchg` takes the line exclusive like `xchg`, but a
+//! failed one writes nothing, which also keeps the loom model finite). Unlock: a plain release store of 0. Every attempt is a read-modify-write,
 //! so the line bounces between waiters on every try; unfair (the releaser often re-acquires
 //! from its own cache), but it never hands the lock to a preempted thread: in guests without PV
 //! spinlocks Linux falls back to exactly this lock (`virt_spin_lock`).
@@ -39,7 +40,7 @@ impl<P: Relax> Tas<P> {
     fn acquire(&self, deadline: Option<Instant>) -> bool {
         let mut p = P::default();
         let mut n = 0u32;
-        while self.locked.swap(true, Acquire) {
+        while self.locked.compare_exchange(false, true, Acquire, Relaxed).is_err() {
             p.relax();
             n = n.wrapping_add(1);
             if let Some(d) = deadline {
@@ -52,7 +53,7 @@ impl<P: Relax> Tas<P> {
     }
 }
 
-// SAFETY: only the thread whose swap returned `false` holds the lock; only it stores `false`.
+// SAFETY: only the thread whose cmpxchg(false → true) succeeded holds the lock; only it stores `false`.
 unsafe impl<P: Relax> lock_api::RawMutex for Tas<P> {
     raw_init!();
     type GuardMarker = lock_api::GuardSend;
@@ -63,7 +64,7 @@ unsafe impl<P: Relax> lock_api::RawMutex for Tas<P> {
     }
     #[inline]
     fn try_lock(&self) -> bool {
-        !self.locked.swap(true, Acquire)
+        self.locked.compare_exchange(false, true, Acquire, Relaxed).is_ok()
     }
     #[inline]
     unsafe fn unlock(&self) {
