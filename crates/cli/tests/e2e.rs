@@ -65,6 +65,10 @@ fn several_static_and_striped_locks_are_counted_exactly() {
         );
         p.check(u(th, "tid") > 0, "thread tid known");
     }
+    let mut names: Vec<&str> = p.threads().iter().filter_map(|t| sf(t, "name")).collect();
+    names.sort_unstable();
+    let want: Vec<String> = (0..t).map(|i| format!("striper-{i}")).collect();
+    p.eq("thread names (pthread_setname_np)", names, want.iter().map(String::as_str).collect());
     // Sites name the worker function.
     for l in p.locks() {
         for site in l["sites"].as_array().into_iter().flatten() {
@@ -249,6 +253,70 @@ fn failed_cond_wait_is_not_an_acquisition() {
     let ec = p.expect_lock("ec_lock", "mutex", 1);
     p.eq("ec_lock cond_waits", u(ec, "cond_waits"), 0);
     p.check_consistency();
+}
+
+// ---- contention by construction ----
+
+#[test]
+fn a_blocked_acquisition_is_one_contended_acquisition_with_a_wait() {
+    let s = Scratch::new("contended");
+    let exe = s.compile("contended");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    for (name, kind, reads, writes) in [
+        ("c_mutex", "mutex", 0, 0),
+        ("c_timed", "mutex", 0, 0),
+        ("c_rw_read", "rwlock", 1, 1),
+        ("c_rw_write", "rwlock", 1, 1),
+        ("c_spin", "spinlock", 0, 0),
+    ] {
+        let l = p.expect_lock(name, kind, 2);
+        p.eq(format!("{name} contended"), u(l, "contended"), 1);
+        p.eq(format!("{name} read_acquisitions"), u(l, "read_acquisitions"), reads);
+        p.eq(format!("{name} write_acquisitions"), u(l, "write_acquisitions"), writes);
+        p.eq(format!("{name} trylock_failures"), u(l, "trylock_failures"), 0);
+        p.check(u(l, "wait_ns_total") > 0, format!("{name}: wait_ns_total > 0"));
+        p.eq(
+            format!("{name} wait_ns_max == total (one wait)"),
+            u(l, "wait_ns_max"),
+            u(l, "wait_ns_total"),
+        );
+        p.check(
+            u(l, "wait_ns_total") < u(p.header(), "duration_ns"),
+            format!("{name}: the wait is shorter than the run"),
+        );
+        // The helper's hold was wanted by main (FreeBSD cnt_hold), and main found it held.
+        p.eq(format!("{name} cnt_hold"), u(l, "cnt_hold"), 1);
+        p.eq(format!("{name} cnt_lock"), u(l, "cnt_lock"), 1);
+    }
+    for name in ["c_mutex", "c_timed", "c_spin"] {
+        p.eq(format!("{name} owner_changes"), u(p.lock(name), "owner_changes"), 1);
+    }
+    p.eq("totals.contended", p.totals("contended"), 5);
+}
+
+#[test]
+fn holds_beyond_the_held_stack_are_counted_as_dropped_holds() {
+    let s = Scratch::new("nested");
+    let exe = s.compile("nested");
+    let (depth, rounds) = (100u64, 10u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&depth.to_string(), &rounds.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.eq("totals.acquisitions", p.totals("acquisitions"), depth * rounds);
+    p.eq("locks", p.locks().len() as u64, depth);
+    for i in 0..depth {
+        let l = p.expect_lock(&elem("nest", i, MUTEX_SIZE), "mutex", rounds);
+        let timed = if i < 64 { rounds } else { 0 };
+        p.eq(format!("nest[{i}] holds_timed"), u(l, "holds_timed"), timed);
+    }
+    p.eq("dropped.holds", p.dropped("holds"), (depth - 64) * rounds);
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    p.eq("totals.holds_timed", p.totals("holds_timed"), 64 * rounds);
 }
 
 // ---- 6. trylock and timed locks ----
@@ -475,6 +543,20 @@ fn sigint_writes_the_profile_and_exits_130() {
 }
 
 #[test]
+fn sigterm_while_threads_are_locking_writes_a_consistent_profile() {
+    let s = Scratch::new("signal-busy");
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["termbusy", "0", "4"]);
+    ran.expect_code(143);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_end("signal", Some(15));
+    let l = p.lock("end_lock");
+    p.check(u(l, "acquisitions") > 0, "the spinners' acquisitions are in the profile");
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+}
+
+#[test]
 fn sigterm_sent_to_lockmeter_reaches_the_program() {
     use std::io::BufRead;
     let s = Scratch::new("signal-forward");
@@ -678,6 +760,47 @@ fn exec_image_seq_counts_the_execs() {
         u(second.header(), "image_seq"),
         1,
     );
+}
+
+#[test]
+fn lockmeter_disable_passes_everything_through() {
+    let s = Scratch::new("disable");
+    let exe = s.compile("semantics");
+    let plain = run_plain(&s.dir, &exe, &["20"]);
+    let out = s.path("p.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("LOCKMETER_DISABLE", "1");
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--", exe.to_str().unwrap(), "20"]);
+    let ran = finish("lockmeter run (LOCKMETER_DISABLE=1)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    assert_eq!(ran.stdout, plain.stdout, "{ran}");
+    assert!(!out.exists(), "a profile was written with LOCKMETER_DISABLE=1\n{ran}");
+    assert!(ran.stderr.contains("wrote no profile"), "{ran}");
+}
+
+#[test]
+fn default_output_names_never_overwrite() {
+    let s = Scratch::new("naming");
+    let exe = s.compile("ending");
+    let e = exe.to_str().unwrap();
+    for _ in 0..2 {
+        lockmeter(&s.dir, &["run", "-q", "--", e, "exit7", "10", "1"]).expect_code(7);
+    }
+    for n in ["lockmeter-1.lmp", "lockmeter-2.lmp"] {
+        let ran = lockmeter(&s.dir, &["report", n, "--format", "json"]);
+        ran.expect_code(0);
+        assert!(ran.stdout.contains("\"end_lock\""), "{n}\n{ran}");
+    }
+    // -o onto an existing file moves the old one aside.
+    lockmeter(&s.dir, &["run", "-q", "-o", "lockmeter-1.lmp", "--", e, "exit7", "20", "1"])
+        .expect_code(7);
+    assert!(s.path("lockmeter-1.lmp.old").is_file());
+    let ran = lockmeter(&s.dir, &["run", "-q", "-o", "fresh.lmp", "--", e, "exit7", "30", "1"]);
+    ran.expect_code(7);
+    let p = Profile::load(&s.path("fresh.lmp"), &ran);
+    p.expect_lock("end_lock", "mutex", 30);
+    let p = Profile::load(&s.path("lockmeter-1.lmp"), &ran);
+    p.expect_lock("end_lock", "mutex", 20);
 }
 
 // ---- 15. bad input ----

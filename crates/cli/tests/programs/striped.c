@@ -1,7 +1,7 @@
 /* Several static locks and striped locks. argv: THREADS ITERS (ITERS a multiple of 8).
  * Per thread and iteration i: stripes[(i + t) % 8], lock_a; every 4th iteration also lock_b
  * nested inside lock_a. init_lock is initialized at run time (generation 1), taken once per
- * iteration pair. Expected, with T threads and M iterations:
+ * iteration pair. Worker t is named "striper-t". Expected, with T threads and M iterations:
  *   lock_a: T*M   lock_b: T*M/4   stripes[k]: T*M/8 each   init_lock: T*M/2. */
 #include "e2e_common.h"
 
@@ -19,6 +19,9 @@ static volatile long a_count, b_count, init_count;
 
 static void *worker(void *arg) {
     long t = (long)arg;
+    char name[16];
+    snprintf(name, sizeof name, "striper-%ld", t);
+    OK(pthread_setname_np(pthread_self(), name));
     for (long i = 0; i < iters; i++) {
         int k = (int)((i + t) % 8);
         OK(pthread_mutex_lock(&stripes[k]));
