@@ -1,14 +1,16 @@
-//! Aggregation: records → per-lock, per-site, per-thread, per-CPU views and totals.
+//! Aggregation: records → per-lock, per-site, per-thread, per-CPU views and totals; events →
+//! waiter and holder stacks, waiter–holder pairs and the first use of each lock.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
-use lockmeter_core::hist::percentile;
+use lockmeter_core::hist::{bucket_high, bucket_low, percentile};
 use lockmeter_format::model::{
-    CpuStats, Dropped, Header, LockKind, Mode, Overhead, Profile, Record, Stats,
+    CpuStats, Dropped, Event, EventKind, Header, LockKind, Mode, Overhead, Profile, Record, Stats,
 };
 
 use crate::SortKey;
+use crate::options::Filter;
 use crate::symbolize::{ElfSymbolizer, Frame, NoSymbols, Symbolize};
 
 /// Symbolization settings.
@@ -97,15 +99,152 @@ pub struct LockAgg {
     pub generation: u32,
     /// Kind of lock.
     pub kind: LockKind,
-    /// Collector-given name, else the static object covering the address (`my_lock`,
-    /// `locks+0x28`), else `None` (heap or stack lock).
+    /// The lock's name, by precedence: the name the program gave, else the static object
+    /// covering the address (`my_lock`, `locks+0x28`), else `heap lock first used at <function>
+    /// (<file>:<line>)` from the stack of its first use, else `None` (printed as the address).
     pub name: Option<String>,
+    /// Where `name` came from.
+    pub name_source: NameSource,
     /// The sums.
     pub agg: Agg,
     /// Call sites that took this lock, by default order: total wait, then acquisitions.
     pub sites: Vec<SiteAgg>,
     /// Number of distinct threads that took it.
     pub threads: usize,
+    /// The stack of the lock's first acquisition, when the collector recorded one.
+    pub first_use: Option<Vec<Frame>>,
+    /// Waiters: contended acquisitions by the waiter's stack, by total wait.
+    pub waiters: Vec<StackAgg>,
+    /// Holders: releases while others wanted the lock, by the holder's stack, by total hold.
+    pub holders: Vec<StackAgg>,
+    /// Waiter–holder pairs of this lock, by total wait.
+    pub pairs: Vec<PairAgg>,
+}
+
+/// Where a lock's name came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NameSource {
+    /// Given by the program (`lockmeter_name_lock`) or the collector.
+    Program,
+    /// The static object (symbol) covering the address.
+    Symbol,
+    /// Derived from the stack of the lock's first use (heap locks).
+    FirstUse,
+    /// No name: the address is printed.
+    #[default]
+    Address,
+}
+
+impl NameSource {
+    /// `program`, `symbol`, `first_use`, or `None` for [`NameSource::Address`].
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            NameSource::Program => Some("program"),
+            NameSource::Symbol => Some("symbol"),
+            NameSource::FirstUse => Some("first_use"),
+            NameSource::Address => None,
+        }
+    }
+}
+
+/// Events of one lock summed by call stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackAgg {
+    /// `Stack::id` of the stack (the lowest of those merged).
+    pub stack: u32,
+    /// The symbolized frames, innermost first (empty when the stack was not recorded).
+    pub frames: Vec<Frame>,
+    /// Number of events (contended acquisitions for waiters, holds for holders).
+    pub count: u64,
+    /// Total time: wait for waiters, hold for holders (ns).
+    pub ns_total: u64,
+    /// Longest single time (ns).
+    pub ns_max: u64,
+}
+
+/// Contended acquisitions of one lock from one waiter site while the lock was held from one
+/// holder site: "site W waited T ns on lock L held from site H".
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairAgg {
+    /// `LockInfo::id` of the lock.
+    pub lock: u32,
+    /// The lock's display name.
+    pub lock_name: String,
+    /// The waiter's call site (the innermost frame of its stack).
+    pub waiter: Frame,
+    /// The holder's call site (`address` 0 when unknown).
+    pub holder: Frame,
+    /// Contended acquisitions.
+    pub count: u64,
+    /// Their total wait (ns).
+    pub wait_ns: u64,
+    /// The longest of them (ns).
+    pub wait_ns_max: u64,
+}
+
+impl PairAgg {
+    /// Orders two pairs for `key` (`Less`: `a` first): wait keys by total or longest wait,
+    /// count keys by contentions, hold keys by total wait, `name` by waiter then holder.
+    pub fn compare(key: SortKey, a: &PairAgg, b: &PairAgg) -> Ordering {
+        let o = match key {
+            SortKey::WaitMax => b.wait_ns_max.cmp(&a.wait_ns_max),
+            SortKey::Acquisitions | SortKey::Contended | SortKey::ContentionRate => {
+                b.count.cmp(&a.count)
+            }
+            SortKey::Name => a
+                .waiter
+                .to_string()
+                .cmp(&b.waiter.to_string())
+                .then_with(|| a.holder.to_string().cmp(&b.holder.to_string())),
+            SortKey::Wait | SortKey::Hold | SortKey::HoldMax => b.wait_ns.cmp(&a.wait_ns),
+        };
+        o.then_with(|| b.wait_ns.cmp(&a.wait_ns))
+            .then_with(|| b.count.cmp(&a.count))
+            .then_with(|| a.lock.cmp(&b.lock))
+            .then_with(|| a.waiter.address.cmp(&b.waiter.address))
+            .then_with(|| a.holder.address.cmp(&b.holder.address))
+    }
+}
+
+/// One row of a log2 histogram table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistRow {
+    /// Bucket index: values `v` with `2^(i-1) <= v < 2^i` (bucket 0: `v = 0`).
+    pub bucket: usize,
+    /// Lowest value of the bucket (ns).
+    pub low: u64,
+    /// One past the highest value of the bucket (ns).
+    pub high: u64,
+    /// Values in the bucket.
+    pub count: u64,
+    /// `count` as a percentage of all values.
+    pub pct: f64,
+    /// Percentage of values in this bucket or below.
+    pub cum_pct: f64,
+}
+
+/// The rows of a log2 histogram from its first to its last non-empty bucket (empty buckets in
+/// between included), with percentages and cumulative percentages. Empty for an empty histogram.
+pub fn hist_rows(h: &[u64]) -> Vec<HistRow> {
+    let total: u64 = h.iter().sum();
+    let (Some(first), Some(last)) = (h.iter().position(|&c| c > 0), h.iter().rposition(|&c| c > 0))
+    else {
+        return Vec::new();
+    };
+    let mut cum = 0u64;
+    (first..=last)
+        .map(|i| {
+            cum += h[i];
+            HistRow {
+                bucket: i,
+                low: bucket_low(i),
+                high: bucket_high(i),
+                count: h[i],
+                pct: ratio_pct(h[i], total),
+                cum_pct: ratio_pct(cum, total),
+            }
+        })
+        .collect()
 }
 
 impl LockAgg {
@@ -191,37 +330,154 @@ pub struct Analysis {
     pub locks: Vec<LockAgg>,
     /// Per thread, in profile order.
     pub threads: Vec<ThreadAgg>,
-    /// Per CPU, by CPU number.
+    /// Per CPU, by CPU number (never filtered: the profile has no per-lock CPU data).
     pub cpus: Vec<CpuStats>,
+    /// Every waiter–holder pair of every lock, by total wait.
+    pub pairs: Vec<PairAgg>,
+    /// The filter the analysis was built with.
+    pub filter: Filter,
+    /// Locks in the profile before filtering.
+    pub unfiltered_locks: usize,
+}
+
+/// Symbolizes addresses once each.
+struct Resolver<'a> {
+    sym: &'a mut dyn Symbolize,
+    cache: HashMap<u64, Frame>,
+}
+
+impl Resolver<'_> {
+    fn frame(&mut self, addr: u64) -> Frame {
+        let sym = &mut *self.sym;
+        self.cache.entry(addr).or_insert_with(|| sym.code(addr)).clone()
+    }
+
+    fn stack(&mut self, profile_stacks: &HashMap<u32, &[u64]>, id: u32) -> Vec<Frame> {
+        match profile_stacks.get(&id) {
+            Some(frames) => frames.iter().map(|&a| self.frame(a)).collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Modules whose frames do not name a lock's user (the C library, the dynamic loader, the
+/// collector itself).
+fn is_system_module(m: &str) -> bool {
+    ["libc.so", "libc-", "libpthread", "ld-linux", "ld64.so", "liblockmeter_preload"]
+        .iter()
+        .any(|p| m.starts_with(p))
+}
+
+/// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
+/// outside the C library (frames[0] is already the caller of the lock function). `None` when
+/// that frame has no function name.
+fn first_use_name(frames: &[Frame]) -> Option<String> {
+    let f = frames
+        .iter()
+        .find(|f| !f.module.as_deref().is_some_and(is_system_module))
+        .or(frames.first())?;
+    let func = f.function.as_ref()?;
+    Some(match f.short_location() {
+        Some(loc) => format!("heap lock first used at {func} ({loc})"),
+        None => format!("heap lock first used at {f}"),
+    })
+}
+
+/// Adds one event to the stack list of a lock.
+fn add_stack(
+    list: &mut Vec<StackAgg>,
+    index: &mut HashMap<u32, usize>,
+    res: &mut Resolver<'_>,
+    stacks: &HashMap<u32, &[u64]>,
+    e: &Event,
+) {
+    let id = e.stack;
+    let i = *index.entry(id).or_insert_with(|| {
+        list.push(StackAgg {
+            stack: id,
+            frames: res.stack(stacks, id),
+            count: 0,
+            ns_total: 0,
+            ns_max: 0,
+        });
+        list.len() - 1
+    });
+    let s = &mut list[i];
+    s.count += e.count;
+    s.ns_total += e.wait_ns;
+    s.ns_max = s.ns_max.max(e.wait_ns_max);
+}
+
+fn sort_stacks(v: &mut [StackAgg]) {
+    v.sort_by(|a, b| {
+        b.ns_total.cmp(&a.ns_total).then(b.count.cmp(&a.count)).then(a.stack.cmp(&b.stack))
+    });
 }
 
 impl Analysis {
     /// Analyses `profile`, symbolizing with an [`ElfSymbolizer`] over its memory map when
     /// `opts.enabled`, else with [`NoSymbols`].
     pub fn new(profile: &Profile, opts: &SymbolizeOptions) -> Analysis {
+        Self::new_filtered(profile, opts, &Filter::default())
+    }
+
+    /// [`Analysis::new`], keeping only what `filter` selects.
+    pub fn new_filtered(profile: &Profile, opts: &SymbolizeOptions, filter: &Filter) -> Analysis {
         if opts.enabled {
-            Self::with_symbolizer(profile, &mut ElfSymbolizer::new(&profile.maps))
+            Self::build(profile, &mut ElfSymbolizer::new(&profile.maps), filter)
         } else {
-            Self::with_symbolizer(profile, &mut NoSymbols)
+            Self::build(profile, &mut NoSymbols, filter)
         }
     }
 
     /// Analyses `profile` with any symbolizer.
     pub fn with_symbolizer(profile: &Profile, sym: &mut dyn Symbolize) -> Analysis {
-        let mut locks: Vec<LockAgg> = profile
-            .locks
-            .iter()
-            .map(|l| LockAgg {
+        Self::build(profile, sym, &Filter::default())
+    }
+
+    /// Analyses `profile` with any symbolizer, keeping only what `filter` selects: locks whose
+    /// display name contains the lock pattern (or whose address it is), records whose site's
+    /// function contains the function pattern, events whose stacks do. Totals, threads and
+    /// views then cover the selection only; per-CPU totals cannot be filtered.
+    pub fn build(profile: &Profile, sym: &mut dyn Symbolize, filter: &Filter) -> Analysis {
+        let mut res = Resolver { sym, cache: HashMap::new() };
+        let stacks: HashMap<u32, &[u64]> =
+            profile.stacks.iter().map(|s| (s.id, s.frames.as_slice())).collect();
+        let mut first_uses: HashMap<u32, u32> = HashMap::new();
+        for e in &profile.events {
+            if e.kind == EventKind::FirstUse {
+                first_uses.entry(e.lock).or_insert(e.stack);
+            }
+        }
+        let mut locks: Vec<LockAgg> = Vec::with_capacity(profile.locks.len());
+        for l in &profile.locks {
+            let first_use = first_uses.get(&l.id).map(|&id| res.stack(&stacks, id));
+            let (name, name_source) = if let Some(n) = &l.name {
+                (Some(n.clone()), NameSource::Program)
+            } else if let Some(n) = res.sym.data(l.address) {
+                (Some(n), NameSource::Symbol)
+            } else if let Some(n) = first_use.as_deref().and_then(first_use_name) {
+                (Some(n), NameSource::FirstUse)
+            } else {
+                (None, NameSource::Address)
+            };
+            locks.push(LockAgg {
                 id: l.id,
                 address: l.address,
                 generation: l.generation,
                 kind: l.kind,
-                name: l.name.clone().or_else(|| sym.data(l.address)),
+                name,
+                name_source,
                 agg: Agg::default(),
                 sites: Vec::new(),
                 threads: 0,
-            })
-            .collect();
+                first_use,
+                waiters: Vec::new(),
+                holders: Vec::new(),
+                pairs: Vec::new(),
+            });
+        }
+        let unfiltered_locks = locks.len();
         let mut lock_idx: HashMap<u32, usize> =
             locks.iter().enumerate().map(|(i, l)| (l.id, i)).collect();
 
@@ -239,14 +495,15 @@ impl Analysis {
         let mut thread_idx: HashMap<u32, usize> =
             threads.iter().enumerate().map(|(i, t)| (t.index, i)).collect();
 
-        let mut frames: HashMap<u64, (Frame, String)> = HashMap::new();
         let mut site_idx: HashMap<(usize, String), usize> = HashMap::new();
         let mut addr_site: HashMap<(usize, u64), usize> = HashMap::new();
         let mut pairs: HashSet<(usize, usize)> = HashSet::new();
         let mut totals = Agg::default();
+        // Locks and threads the filter leaves something of.
+        let mut lock_kept = vec![false; locks.len()];
+        let mut thread_kept = vec![false; threads.len()];
 
         for r in &profile.records {
-            totals.add(r);
             // Records naming an unknown lock or thread still count: they get a placeholder.
             let li = *lock_idx.entry(r.lock).or_insert_with(|| {
                 locks.push(LockAgg {
@@ -259,43 +516,36 @@ impl Analysis {
                         LockKind::RwLock
                     },
                     name: Some(format!("[unknown lock #{}]", r.lock)),
+                    name_source: NameSource::Program,
                     agg: Agg::default(),
                     sites: Vec::new(),
                     threads: 0,
+                    first_use: None,
+                    waiters: Vec::new(),
+                    holders: Vec::new(),
+                    pairs: Vec::new(),
                 });
+                lock_kept.push(false);
                 locks.len() - 1
             });
-            let ti = *thread_idx.entry(r.thread).or_insert_with(|| {
-                threads.push(ThreadAgg {
-                    index: r.thread,
-                    tid: 0,
-                    name: String::new(),
-                    agg: Agg::default(),
-                    locks: 0,
-                });
-                threads.len() - 1
-            });
-            let lock = &mut locks[li];
-            lock.agg.add(r);
-            threads[ti].agg.add(r);
-            if pairs.insert((li, ti)) {
-                lock.threads += 1;
-                threads[ti].locks += 1;
+            if !filter.lock_matches(&locks[li]) {
+                continue;
             }
             // (lock, site address) → site, then (lock, site name) → site: addresses that get
             // the same name merge.
             let si = match addr_site.get(&(li, r.site)) {
                 Some(&si) => si,
                 None => {
-                    let (frame, name) = frames.entry(r.site).or_insert_with(|| {
-                        let f = sym.code(r.site);
-                        let n = f.to_string();
-                        (f, n)
-                    });
+                    let frame = res.frame(r.site);
+                    if !filter.function_matches(&frame) {
+                        continue;
+                    }
+                    let name = frame.to_string();
+                    let lock = &mut locks[li];
                     let si = *site_idx.entry((li, name.clone())).or_insert_with(|| {
                         lock.sites.push(SiteAgg {
                             lock: lock.id,
-                            function: name.clone(),
+                            function: name,
                             frame: frame.clone(),
                             address: r.site,
                             agg: Agg::default(),
@@ -306,13 +556,101 @@ impl Analysis {
                     let site = &mut lock.sites[si];
                     if r.site < site.address {
                         site.address = r.site;
-                        site.frame = frame.clone();
+                        site.frame = frame;
                     }
                     si
                 }
             };
+            totals.add(r);
+            let ti = *thread_idx.entry(r.thread).or_insert_with(|| {
+                threads.push(ThreadAgg {
+                    index: r.thread,
+                    tid: 0,
+                    name: String::new(),
+                    agg: Agg::default(),
+                    locks: 0,
+                });
+                thread_kept.push(false);
+                threads.len() - 1
+            });
+            lock_kept[li] = true;
+            thread_kept[ti] = true;
+            let lock = &mut locks[li];
+            lock.agg.add(r);
+            threads[ti].agg.add(r);
+            if pairs.insert((li, ti)) {
+                lock.threads += 1;
+                threads[ti].locks += 1;
+            }
             lock.sites[si].agg.add(r);
         }
+
+        // Events: waiter and holder stacks, waiter–holder pairs.
+        let mut waiter_lists: HashMap<usize, HashMap<u32, usize>> = HashMap::new();
+        let mut holder_lists: HashMap<usize, HashMap<u32, usize>> = HashMap::new();
+        let mut pair_idx: HashMap<(usize, String, String), usize> = HashMap::new();
+        for e in &profile.events {
+            let Some(&li) = lock_idx.get(&e.lock) else { continue };
+            if !filter.lock_matches(&locks[li]) {
+                continue;
+            }
+            match e.kind {
+                EventKind::Contended => {
+                    let waiter_frames = res.stack(&stacks, e.stack);
+                    let holder_addr = if e.holder_site != 0 {
+                        e.holder_site
+                    } else {
+                        e.holder_stack
+                            .and_then(|h| stacks.get(&h).and_then(|f| f.first().copied()))
+                            .unwrap_or(0)
+                    };
+                    let holder = res.frame(holder_addr);
+                    if filter.function.is_some() {
+                        let holder_stack = e.holder_stack.map(|h| res.stack(&stacks, h));
+                        let any = waiter_frames.iter().any(|f| filter.function_matches(f))
+                            || filter.function_matches(&holder)
+                            || holder_stack.iter().flatten().any(|f| filter.function_matches(f));
+                        if !any {
+                            continue;
+                        }
+                    }
+                    lock_kept[li] = true;
+                    let index = waiter_lists.entry(li).or_default();
+                    add_stack(&mut locks[li].waiters, index, &mut res, &stacks, e);
+                    let waiter = waiter_frames.first().cloned().unwrap_or_default();
+                    let key = (li, waiter.to_string(), holder.to_string());
+                    let lock = &mut locks[li];
+                    let pi = *pair_idx.entry(key).or_insert_with(|| {
+                        lock.pairs.push(PairAgg {
+                            lock: lock.id,
+                            lock_name: lock.display_name(),
+                            waiter,
+                            holder,
+                            count: 0,
+                            wait_ns: 0,
+                            wait_ns_max: 0,
+                        });
+                        lock.pairs.len() - 1
+                    });
+                    let p = &mut lock.pairs[pi];
+                    p.count += e.count;
+                    p.wait_ns += e.wait_ns;
+                    p.wait_ns_max = p.wait_ns_max.max(e.wait_ns_max);
+                }
+                EventKind::Holding => {
+                    if filter.function.is_some()
+                        && !res.stack(&stacks, e.stack).iter().any(|f| filter.function_matches(f))
+                    {
+                        continue;
+                    }
+                    lock_kept[li] = true;
+                    let index = holder_lists.entry(li).or_default();
+                    add_stack(&mut locks[li].holders, index, &mut res, &stacks, e);
+                }
+                EventKind::Sampled | EventKind::FirstUse => {}
+            }
+        }
+
         for l in &mut locks {
             l.sites.sort_by(|a, b| {
                 SortKey::Wait
@@ -320,7 +658,19 @@ impl Analysis {
                     .then_with(|| SortKey::Acquisitions.compare(&a.agg, &b.agg))
                     .then_with(|| a.address.cmp(&b.address))
             });
+            sort_stacks(&mut l.waiters);
+            sort_stacks(&mut l.holders);
+            l.pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
         }
+        if filter.is_active() {
+            let mut k = lock_kept.iter();
+            locks.retain(|_| *k.next().unwrap_or(&false));
+            let mut k = thread_kept.iter();
+            threads.retain(|_| *k.next().unwrap_or(&false));
+        }
+        let mut all_pairs: Vec<PairAgg> =
+            locks.iter().flat_map(|l| l.pairs.iter().cloned()).collect();
+        all_pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
         let mut cpus = profile.cpus.clone();
         cpus.sort_by_key(|c| c.cpu);
         let totals = Totals {
@@ -337,7 +687,17 @@ impl Analysis {
             locks,
             threads,
             cpus,
+            pairs: all_pairs,
+            filter: filter.clone(),
+            unfiltered_locks,
         }
+    }
+
+    /// All waiter–holder pairs in report order for `key`.
+    pub fn sorted_pairs(&self, key: SortKey) -> Vec<&PairAgg> {
+        let mut v: Vec<&PairAgg> = self.pairs.iter().collect();
+        v.sort_by(|a, b| PairAgg::compare(key, a, b));
+        v
     }
 
     /// Locks in report order for `key` (ties: address, then generation).

@@ -119,6 +119,8 @@ pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<
                 "function",
                 "module",
                 "address",
+                "file",
+                "line",
             ];
             head.extend(STATS);
             row(w, &head)?;
@@ -132,6 +134,8 @@ pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<
                     s.function.clone(),
                     s.frame.module.clone().unwrap_or_default(),
                     hex(s.address),
+                    s.frame.file.clone().unwrap_or_default(),
+                    s.frame.line.map(|l| l.to_string()).unwrap_or_default(),
                 ];
                 r.extend(stats_cells(&s.agg));
                 row(w, &r)?;
@@ -150,6 +154,53 @@ pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<
                 ];
                 r.extend(stats_cells(&t.agg));
                 row(w, &r)?;
+            }
+        }
+        By::Pair => {
+            row(
+                w,
+                &[
+                    "lock_id",
+                    "lock_name",
+                    "waiter_site",
+                    "waiter_function",
+                    "waiter_file",
+                    "waiter_line",
+                    "waiter_address",
+                    "holder_site",
+                    "holder_function",
+                    "holder_file",
+                    "holder_line",
+                    "holder_address",
+                    "count",
+                    "wait_ns",
+                    "wait_ns_max",
+                ],
+            )?;
+            for p in a.sorted_pairs(opts.sort).into_iter().take(top) {
+                let known = p.holder.address != 0;
+                let opt_s = |v: Option<&str>| v.unwrap_or_default().to_owned();
+                let opt_l = |v: Option<u32>| v.map(|l| l.to_string()).unwrap_or_default();
+                row(
+                    w,
+                    &[
+                        p.lock.to_string(),
+                        p.lock_name.clone(),
+                        p.waiter.to_string(),
+                        opt_s(p.waiter.function.as_deref()),
+                        opt_s(p.waiter.file.as_deref()),
+                        opt_l(p.waiter.line),
+                        hex(p.waiter.address),
+                        if known { p.holder.to_string() } else { String::new() },
+                        opt_s(p.holder.function.as_deref()),
+                        opt_s(p.holder.file.as_deref()),
+                        opt_l(p.holder.line),
+                        if known { hex(p.holder.address) } else { String::new() },
+                        p.count.to_string(),
+                        p.wait_ns.to_string(),
+                        p.wait_ns_max.to_string(),
+                    ],
+                )?;
             }
         }
         By::Cpu => {

@@ -7,11 +7,12 @@ use std::io::{self, Write};
 use lockmeter_format::model::{EndReason, HoldTiming};
 use serde::Serialize;
 
-use crate::analysis::{Agg, Analysis, LockAgg, SiteAgg, ThreadAgg};
+use crate::analysis::{Agg, Analysis, LockAgg, PairAgg, SiteAgg, StackAgg, ThreadAgg};
 use crate::options::ReportOptions;
+use crate::symbolize::Frame;
 
 /// Version of the JSON schema.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Doc<'a> {
@@ -24,9 +25,69 @@ struct Doc<'a> {
     dropped: DroppedOut,
     sort: &'static str,
     top: Option<usize>,
+    filter: FilterOut<'a>,
     locks: Vec<LockOut<'a>>,
     threads: Vec<ThreadOut<'a>>,
     cpus: Vec<CpuOut>,
+    pairs: Vec<PairOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct FilterOut<'a> {
+    lock: Option<&'a str>,
+    function: Option<&'a str>,
+    locks_before: usize,
+}
+
+#[derive(Serialize)]
+struct InlinedOut<'a> {
+    function: Option<&'a str>,
+    file: Option<&'a str>,
+    line: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct FrameOut<'a> {
+    address: String,
+    name: String,
+    function: Option<&'a str>,
+    function_offset: Option<String>,
+    module: Option<&'a str>,
+    module_offset: Option<String>,
+    file: Option<&'a str>,
+    line: Option<u32>,
+    inlined: Vec<InlinedOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct WaiterOut<'a> {
+    stack: Vec<FrameOut<'a>>,
+    count: u64,
+    wait_ns: u64,
+    wait_ns_max: u64,
+}
+
+#[derive(Serialize)]
+struct HolderOut<'a> {
+    stack: Vec<FrameOut<'a>>,
+    count: u64,
+    hold_ns: u64,
+    hold_ns_max: u64,
+}
+
+#[derive(Serialize)]
+struct PairOut<'a> {
+    lock_id: u32,
+    lock_name: &'a str,
+    waiter_site: String,
+    waiter_function: Option<&'a str>,
+    waiter: FrameOut<'a>,
+    holder_site: Option<String>,
+    holder_function: Option<&'a str>,
+    holder: Option<FrameOut<'a>>,
+    count: u64,
+    wait_ns: u64,
+    wait_ns_max: u64,
 }
 
 #[derive(Serialize)]
@@ -98,6 +159,7 @@ struct DroppedOut {
     locks: u64,
     threads: u64,
     holds: u64,
+    stacks: u64,
 }
 
 /// The statistics every lock, site and thread entry carries.
@@ -136,12 +198,18 @@ struct LockOut<'a> {
     id: u32,
     kind: &'static str,
     name: Option<&'a str>,
+    name_source: Option<&'static str>,
+    display_name: String,
     address: String,
     generation: u32,
     threads: usize,
     #[serde(flatten)]
     stats: StatsOut,
     sites: Vec<SiteOut<'a>>,
+    first_use: Option<Vec<FrameOut<'a>>>,
+    waiters: Vec<WaiterOut<'a>>,
+    holders: Vec<HolderOut<'a>>,
+    pairs: Vec<PairOut<'a>>,
 }
 
 #[derive(Serialize)]
@@ -149,6 +217,9 @@ struct SiteOut<'a> {
     function: &'a str,
     module: Option<&'a str>,
     address: String,
+    file: Option<&'a str>,
+    line: Option<u32>,
+    inlined: Vec<InlinedOut<'a>>,
     #[serde(flatten)]
     stats: StatsOut,
 }
@@ -214,25 +285,104 @@ fn hex(a: u64) -> String {
     format!("{a:#x}")
 }
 
+fn inlined_out(f: &Frame) -> Vec<InlinedOut<'_>> {
+    f.inlined
+        .iter()
+        .map(|i| InlinedOut {
+            function: i.function.as_deref(),
+            file: i.file.as_deref(),
+            line: i.line,
+        })
+        .collect()
+}
+
+fn frame_out(f: &Frame) -> FrameOut<'_> {
+    FrameOut {
+        address: hex(f.address),
+        name: f.to_string(),
+        function: f.function.as_deref(),
+        function_offset: f
+            .function
+            .as_ref()
+            .filter(|_| !f.function_offset_unknown)
+            .map(|_| hex(f.function_offset)),
+        module: f.module.as_deref(),
+        module_offset: f.module.as_ref().map(|_| hex(f.module_offset)),
+        file: f.file.as_deref(),
+        line: f.line,
+        inlined: inlined_out(f),
+    }
+}
+
+fn stack_out(frames: &[Frame]) -> Vec<FrameOut<'_>> {
+    frames.iter().map(frame_out).collect()
+}
+
+fn waiter_out(s: &StackAgg) -> WaiterOut<'_> {
+    WaiterOut {
+        stack: stack_out(&s.frames),
+        count: s.count,
+        wait_ns: s.ns_total,
+        wait_ns_max: s.ns_max,
+    }
+}
+
+fn holder_out(s: &StackAgg) -> HolderOut<'_> {
+    HolderOut {
+        stack: stack_out(&s.frames),
+        count: s.count,
+        hold_ns: s.ns_total,
+        hold_ns_max: s.ns_max,
+    }
+}
+
+fn pair_out(p: &PairAgg) -> PairOut<'_> {
+    let known = p.holder.address != 0;
+    PairOut {
+        lock_id: p.lock,
+        lock_name: &p.lock_name,
+        waiter_site: p.waiter.to_string(),
+        waiter_function: p.waiter.function.as_deref(),
+        waiter: frame_out(&p.waiter),
+        holder_site: known.then(|| p.holder.to_string()),
+        holder_function: p.holder.function.as_deref(),
+        holder: known.then(|| frame_out(&p.holder)),
+        count: p.count,
+        wait_ns: p.wait_ns,
+        wait_ns_max: p.wait_ns_max,
+    }
+}
+
 fn site_out(s: &SiteAgg) -> SiteOut<'_> {
     SiteOut {
         function: &s.function,
         module: s.frame.module.as_deref(),
         address: hex(s.address),
+        file: s.frame.file.as_deref(),
+        line: s.frame.line,
+        inlined: inlined_out(&s.frame),
         stats: stats_out(&s.agg),
     }
 }
 
 fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
+    let mut pairs: Vec<&PairAgg> = l.pairs.iter().collect();
+    pairs.sort_by(|a, b| PairAgg::compare(opts.sort, a, b));
     LockOut {
         id: l.id,
         kind: l.kind.as_str(),
         name: l.name.as_deref(),
+        name_source: l.name_source.as_str(),
+        display_name: l.display_name(),
         address: hex(l.address),
         generation: l.generation,
         threads: l.threads,
         stats: stats_out(&l.agg),
         sites: l.sorted_sites(opts.sort).into_iter().map(site_out).collect(),
+        first_use: l.first_use.as_deref().map(stack_out),
+        waiters: l.waiters.iter().map(waiter_out).collect(),
+        holders: l.holders.iter().map(holder_out).collect(),
+        pairs: pairs.into_iter().map(pair_out).collect(),
     }
 }
 
@@ -247,8 +397,9 @@ fn thread_out(t: &ThreadAgg) -> ThreadOut<'_> {
 }
 
 /// Writes the JSON report (pretty-printed, newline-terminated). `opts.sort` orders `locks[]`,
-/// their `sites[]` and `threads[]`; `opts.top`, when given, keeps that many `locks[]` and
-/// `threads[]` (totals always cover the whole profile); `opts.by` does not apply.
+/// their `sites[]` and `pairs[]`, `threads[]` and the top-level `pairs[]`; `opts.top`, when
+/// given, keeps that many `locks[]`, `threads[]` and `pairs[]` (totals cover the whole
+/// profile, or the filter's selection); `opts.by` does not apply.
 pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<()> {
     let h = &a.header;
     let t = &a.totals.agg;
@@ -337,9 +488,15 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             locks: a.dropped.locks,
             threads: a.dropped.threads,
             holds: a.dropped.holds,
+            stacks: a.dropped.stacks,
         },
         sort: opts.sort.as_str(),
         top: opts.top,
+        filter: FilterOut {
+            lock: a.filter.lock.as_deref(),
+            function: a.filter.function.as_deref(),
+            locks_before: a.unfiltered_locks,
+        },
         locks: a.sorted_locks(opts.sort).into_iter().take(top).map(|l| lock_out(l, opts)).collect(),
         threads: a.sorted_threads(opts.sort).into_iter().take(top).map(thread_out).collect(),
         cpus: a
@@ -353,6 +510,7 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
                 wait_ns: c.wait_ns,
             })
             .collect(),
+        pairs: a.sorted_pairs(opts.sort).into_iter().take(top).map(pair_out).collect(),
     };
     serde_json::to_writer_pretty(&mut *w, &doc).map_err(io::Error::other)?;
     writeln!(w)

@@ -55,12 +55,17 @@ pub mod units;
 
 use std::io;
 
-pub use analysis::{Agg, Analysis, LockAgg, SiteAgg, SymbolizeOptions, ThreadAgg, Totals};
+pub use analysis::{
+    Agg, Analysis, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, SymbolizeOptions,
+    ThreadAgg, Totals, hist_rows,
+};
 pub use csvout::csv;
 pub use json::{SCHEMA_VERSION, json};
-pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
-pub use symbolize::{ElfSymbolizer, Frame, NoSymbols, Symbolize};
-pub use text::{SITES_PER_LOCK, headline, summary, text};
+pub use options::{
+    By, DEFAULT_TOP, Filter, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey,
+};
+pub use symbolize::{ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize};
+pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, headline, summary, text};
 
 /// Writes the report in `opts.format`.
 pub fn render(a: &Analysis, opts: &ReportOptions, w: &mut dyn io::Write) -> io::Result<()> {

@@ -4,7 +4,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::analysis::Agg;
+use crate::analysis::{Agg, LockAgg};
+use crate::symbolize::Frame;
 
 /// What one row of the report is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,6 +19,8 @@ pub enum By {
     Thread,
     /// One row per CPU.
     Cpu,
+    /// One row per (lock, waiter site, holder site): who waited on whom.
+    Pair,
 }
 
 /// Order of the rows. Numeric keys sort descending, `name` ascending.
@@ -65,6 +68,56 @@ pub struct ReportOptions {
     pub top: Option<usize>,
     /// Output format.
     pub format: Format,
+    /// Text: print the log2 histograms of wait and hold time of the top locks.
+    pub hist: bool,
+    /// Text: print the top waiter and holder stacks of the top locks.
+    pub stacks: bool,
+}
+
+/// What a report keeps: locks by name or address, call sites and stacks by function.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Filter {
+    /// Keep locks whose display name contains this, or whose address it is (`0x...`, exact).
+    pub lock: Option<String>,
+    /// Keep call sites whose function contains this (stacks: any frame's function).
+    pub function: Option<String>,
+}
+
+impl Filter {
+    /// Whether anything is filtered.
+    pub fn is_active(&self) -> bool {
+        self.lock.is_some() || self.function.is_some()
+    }
+
+    /// Whether the lock pattern selects `l`.
+    pub fn lock_matches(&self, l: &LockAgg) -> bool {
+        let Some(p) = &self.lock else { return true };
+        if l.display_name().contains(p.as_str()) {
+            return true;
+        }
+        let hex = p.trim().strip_prefix("0x").or_else(|| p.trim().strip_prefix("0X"));
+        hex.and_then(|h| u64::from_str_radix(h, 16).ok()).is_some_and(|a| a == l.address)
+    }
+
+    /// Whether the function pattern selects a call site or stack frame.
+    pub fn function_matches(&self, f: &Frame) -> bool {
+        match &self.function {
+            None => true,
+            Some(p) => f.matches_function(p),
+        }
+    }
+
+    /// `--lock P --function Q`, the way the command line spells it (empty when inactive).
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(p) = &self.lock {
+            v.push(format!("--lock {p}"));
+        }
+        if let Some(p) = &self.function {
+            v.push(format!("--function {p}"));
+        }
+        v.join(" ")
+    }
 }
 
 /// Rows shown by the text report when no `top` is given.
@@ -95,7 +148,7 @@ fn norm(s: &str) -> String {
 
 impl By {
     /// Valid spellings.
-    pub const VALUES: &'static [&'static str] = &["lock", "site", "thread", "cpu"];
+    pub const VALUES: &'static [&'static str] = &["lock", "site", "thread", "cpu", "pair"];
     /// The canonical spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -103,6 +156,7 @@ impl By {
             By::Site => "site",
             By::Thread => "thread",
             By::Cpu => "cpu",
+            By::Pair => "pair",
         }
     }
 }
@@ -115,6 +169,7 @@ impl FromStr for By {
             "site" | "sites" | "caller" | "callers" => By::Site,
             "thread" | "threads" | "task" | "tid" => By::Thread,
             "cpu" | "cpus" => By::Cpu,
+            "pair" | "pairs" | "holder" | "holders" | "waiter_holder" => By::Pair,
             _ => return Err(ParseOptionError { what: "view", got: s.into(), valid: By::VALUES }),
         })
     }
@@ -274,6 +329,8 @@ mod tests {
         assert_eq!("Wait".parse::<SortKey>(), Ok(SortKey::Wait));
         let e = "bogus".parse::<SortKey>().unwrap_err().to_string();
         assert!(e.contains("'bogus'") && e.contains("wait_ns_total") && e.contains("name"), "{e}");
-        assert!("x".parse::<By>().unwrap_err().to_string().contains("lock, site, thread, cpu"));
+        assert!(
+            "x".parse::<By>().unwrap_err().to_string().contains("lock, site, thread, cpu, pair")
+        );
     }
 }

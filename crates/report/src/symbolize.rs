@@ -12,19 +12,30 @@
 //! 3. **symbol**: `.symtab`, falling back to `.dynsym` for stripped files; functions
 //!    (`STT_FUNC`) for code, objects (`STT_OBJECT`) for data. Names are demangled (Rust, C++).
 //!
-//! Anything that fails (file gone or unreadable, not ELF, no covering symbol) degrades: code
-//! becomes `module+0xOFF` (file offset) or the raw address, data becomes `None`. Nothing here
-//! ever fails the report.
+//! 4. **source**: when DWARF debug information exists, the file:line of the call and the chain of
+//!    inlined functions at it, read with [`addr2line`] (gimli). The debug information is looked
+//!    for in the module itself, then in a separate debug file found by build-id
+//!    (`/usr/lib/debug/.build-id/xx/yyyy.debug`) or by `.gnu_debuglink` (next to the module, in
+//!    its `.debug/` folder, under `/usr/lib/debug/<module's folder>/`); split DWARF (`.dwo`,
+//!    `.dwp`) is followed by `addr2line`'s loader. Extra global debug folders can be named in
+//!    `LOCKMETER_DEBUG_DIRS` (colon-separated, searched before `/usr/lib/debug`).
 //!
-//! The [`Symbolize`] trait is the seam for richer symbolizers (file:line, inlined frames from
-//! DWARF); [`ElfSymbolizer`] is the symbol-table implementation.
+//! Anything that fails (file gone or unreadable, not ELF, no covering symbol, no debug
+//! information) degrades: code becomes `function+0xOFF` without file:line, `module+0xOFF` (file
+//! offset) or the raw address, data becomes `None`. Nothing here ever fails the report.
+//!
+//! Call sites and stack frames are return addresses: the symbol and the line are looked up at
+//! `address - 1` (inside the call instruction), offsets are printed from the return address.
+//! Each module's files are read once, on first use, and cached.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lockmeter_format::model::MapEntry;
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 /// A resolved code address (a call site).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -39,12 +50,73 @@ pub struct Frame {
     pub function: Option<String>,
     /// Offset of the address from the start of `function`.
     pub function_offset: u64,
+    /// Whether `function` came from debug information alone (no symbol covers the address), so
+    /// `function_offset` is not known.
+    pub function_offset_unknown: bool,
+    /// Source file of the call (in `function`, after inlining is unwound), from debug info.
+    pub file: Option<String>,
+    /// Line of the call in `file`.
+    pub line: Option<u32>,
+    /// Functions inlined at the address, innermost first; `function` is the one they were
+    /// inlined into. Empty without debug information or inlining.
+    pub inlined: Vec<InlinedFrame>,
+}
+
+/// A function inlined at an address, with the location inside it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InlinedFrame {
+    /// Demangled function name.
+    pub function: Option<String>,
+    /// Source file.
+    pub file: Option<String>,
+    /// Line in `file`.
+    pub line: Option<u32>,
+}
+
+/// `file:line` with the file's base name only (`app.c:42`), `None` without a file.
+pub fn short_location(file: Option<&str>, line: Option<u32>) -> Option<String> {
+    let f = file?;
+    let base = f.rsplit('/').next().unwrap_or(f);
+    Some(match line {
+        Some(l) => format!("{base}:{l}"),
+        None => base.to_owned(),
+    })
+}
+
+impl Frame {
+    /// `file:line` (base name of the file) of the call, when debug information gave one.
+    pub fn short_location(&self) -> Option<String> {
+        short_location(self.file.as_deref(), self.line)
+    }
+
+    /// The function's name without offset, else the [`Display`](fmt::Display) form.
+    pub fn function_name(&self) -> String {
+        match &self.function {
+            Some(f) => f.clone(),
+            None => self.to_string(),
+        }
+    }
+
+    /// Whether the function, or a function inlined at the address, contains `pattern`.
+    pub fn matches_function(&self, pattern: &str) -> bool {
+        self.function.as_deref().is_some_and(|f| f.contains(pattern))
+            || self
+                .inlined
+                .iter()
+                .any(|i| i.function.as_deref().is_some_and(|f| f.contains(pattern)))
+            || (self.function.is_none() && self.to_string().contains(pattern))
+    }
 }
 
 impl fmt::Display for Frame {
     /// `function+0xOFF`, else `module+0xOFF` (file offset), else `0xADDRESS`; `[unknown]` for 0.
+    /// A function known from debug information only: `function (module+0xOFF)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.function, &self.module) {
+            (Some(func), Some(m)) if self.function_offset_unknown => {
+                write!(f, "{func} ({m}+{:#x})", self.module_offset)
+            }
+            (Some(func), None) if self.function_offset_unknown => f.write_str(func),
             (Some(func), _) => write!(f, "{func}+{:#x}", self.function_offset),
             (None, Some(m)) => write!(f, "{m}+{:#x}", self.module_offset),
             (None, None) if self.address == 0 => f.write_str("[unknown]"),
@@ -94,17 +166,135 @@ struct Seg {
 }
 
 /// What we keep of a parsed ELF file.
-#[derive(Debug)]
 struct ElfInfo {
     segs: Vec<Seg>,
     /// Functions, sorted by address.
     text: Vec<Sym>,
     /// Data objects, sorted by address.
     data: Vec<Sym>,
+    /// Whether the file has its own DWARF (`.debug_info`).
+    has_dwarf: bool,
+    /// `.gnu_debuglink`: the separate debug file's name.
+    debuglink: Option<String>,
+    /// The file with the module's DWARF (itself or a separate debug file), if any.
+    debug_path: Option<PathBuf>,
+    /// The DWARF reader, loaded on first use (`None` inside: no debug information found).
+    debug: OnceCell<Option<addr2line::Loader>>,
+}
+
+impl fmt::Debug for ElfInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ElfInfo")
+            .field("segs", &self.segs.len())
+            .field("text", &self.text.len())
+            .field("data", &self.data.len())
+            .field("has_dwarf", &self.has_dwarf)
+            .field("debuglink", &self.debuglink)
+            .field("debug_path", &self.debug_path)
+            .finish()
+    }
+}
+
+/// Folders searched for separate debug files by build-id and debuglink.
+fn global_debug_dirs() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::env::var("LOCKMETER_DEBUG_DIRS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    v.push(PathBuf::from("/usr/lib/debug"));
+    v
+}
+
+/// The contents of `path` when it is an object file with DWARF and (when `build_id` is given and
+/// the file has one) the same build-id.
+fn usable_debug_file(path: &Path, build_id: Option<&[u8]>) -> Option<Vec<u8>> {
+    let bytes = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*bytes).ok()?;
+    let dwarf = file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0);
+    let same = match (build_id, file.build_id().ok().flatten()) {
+        (Some(want), Some(got)) => want == got,
+        _ => true,
+    };
+    drop(file);
+    (dwarf && same).then_some(bytes)
+}
+
+/// A separate debug file for the module at `path`: by build-id
+/// (`<dir>/.build-id/xx/yyyy.debug`), else by `.gnu_debuglink` (next to the module, in its
+/// `.debug/` folder, under `<dir>/<module's folder>/`), for each global debug folder `<dir>`.
+/// Returns its path and contents.
+fn separate_debug_file(
+    path: &Path,
+    build_id: Option<&[u8]>,
+    debuglink: Option<&str>,
+) -> Option<(PathBuf, Vec<u8>)> {
+    let dirs = global_debug_dirs();
+    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        for d in &dirs {
+            let p = d.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
+            if let Some(bytes) = usable_debug_file(&p, Some(id)) {
+                return Some((p, bytes));
+            }
+        }
+    }
+    let link = debuglink?;
+    let dir = path.parent()?;
+    let mut candidates = vec![dir.join(link), dir.join(".debug").join(link)];
+    let rel = dir.strip_prefix("/").unwrap_or(dir);
+    candidates.extend(dirs.iter().map(|d| d.join(rel).join(link)));
+    candidates
+        .into_iter()
+        .filter(|c| c != path)
+        .find_map(|c| usable_debug_file(&c, build_id).map(|b| (c, b)))
+}
+
+/// Functions and data objects of `file`, from `.symtab` (or `.dynsym` when `dynamic`), sorted by
+/// address. `None` when the table has no usable symbol.
+fn symbols(file: &object::File<'_>, dynamic: bool) -> Option<(Vec<Sym>, Vec<Sym>)> {
+    let mut text = Vec::new();
+    let mut data = Vec::new();
+    let syms: Box<dyn Iterator<Item = object::Symbol<'_, '_>>> =
+        if dynamic { Box::new(file.dynamic_symbols()) } else { Box::new(file.symbols()) };
+    for s in syms {
+        if !s.is_definition() || s.address() == 0 {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        if name.is_empty() {
+            continue;
+        }
+        let sym = Sym { addr: s.address(), size: s.size(), name: name.to_owned() };
+        match s.kind() {
+            SymbolKind::Text => text.push(sym),
+            SymbolKind::Data => data.push(sym),
+            _ => continue,
+        }
+    }
+    if text.is_empty() && data.is_empty() {
+        return None;
+    }
+    for v in [&mut text, &mut data] {
+        v.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+        v.dedup_by(|a, b| a.addr == b.addr && a.size == b.size);
+    }
+    Some((text, data))
 }
 
 impl ElfInfo {
-    fn parse(bytes: &[u8]) -> Option<ElfInfo> {
+    /// The DWARF reader for this module (loaded once).
+    fn dwarf(&self) -> Option<&addr2line::Loader> {
+        self.debug
+            .get_or_init(|| self.debug_path.as_ref().and_then(|p| addr2line::Loader::new(p).ok()))
+            .as_ref()
+    }
+
+    /// Parses the module at `path` (contents `bytes`), finding its debug information: its own
+    /// DWARF, else a separate debug file, whose `.symtab` also replaces a stripped module's
+    /// `.dynsym`.
+    fn parse(path: &Path, bytes: &[u8]) -> Option<ElfInfo> {
         let file = object::File::parse(bytes).ok()?;
         if file.format() != object::BinaryFormat::Elf {
             return None;
@@ -116,37 +306,34 @@ impl ElfInfo {
                 Seg { vaddr: s.address(), memsz: s.size(), offset, filesz }
             })
             .collect();
-        let mut text = Vec::new();
-        let mut data = Vec::new();
         // `.symtab` when present (it is a superset of `.dynsym`); `.dynsym` for stripped files.
-        let mut collect = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
-            let mut any = false;
-            for s in syms {
-                if !s.is_definition() || s.address() == 0 {
-                    continue;
-                }
-                let Ok(name) = s.name() else { continue };
-                if name.is_empty() {
-                    continue;
-                }
-                let sym = Sym { addr: s.address(), size: s.size(), name: name.to_owned() };
-                match s.kind() {
-                    SymbolKind::Text => text.push(sym),
-                    SymbolKind::Data => data.push(sym),
-                    _ => continue,
-                }
-                any = true;
-            }
-            any
+        let own = symbols(&file, false);
+        let has_symtab = own.is_some();
+        let (mut text, mut data) = own.or_else(|| symbols(&file, true)).unwrap_or_default();
+        let has_dwarf = file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0);
+        let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let debuglink = file
+            .gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+        let debug_path = if has_dwarf {
+            Some(path.to_path_buf())
+        } else {
+            separate_debug_file(path, build_id.as_deref(), debuglink.as_deref()).map(
+                |(p, bytes)| {
+                    if !has_symtab {
+                        if let Some((t, d)) =
+                            object::File::parse(&*bytes).ok().and_then(|f| symbols(&f, false))
+                        {
+                            (text, data) = (t, d);
+                        }
+                    }
+                    p
+                },
+            )
         };
-        if !collect(&mut file.symbols()) {
-            collect(&mut file.dynamic_symbols());
-        }
-        for v in [&mut text, &mut data] {
-            v.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
-            v.dedup_by(|a, b| a.addr == b.addr && a.size == b.size);
-        }
-        Some(ElfInfo { segs, text, data })
+        Some(ElfInfo { segs, text, data, has_dwarf, debuglink, debug_path, debug: OnceCell::new() })
     }
 
     /// ELF virtual address of a file offset, via the `PT_LOAD` segment containing it.
@@ -251,7 +438,10 @@ impl ElfSymbolizer {
             self.cache
                 .entry(path.clone())
                 .or_insert_with(|| {
-                    std::fs::read(&path).ok().and_then(|b| ElfInfo::parse(&b)).map(Arc::new)
+                    std::fs::read(&path)
+                        .ok()
+                        .and_then(|b| ElfInfo::parse(Path::new(&path), &b))
+                        .map(Arc::new)
                 })
                 .clone()
         };
@@ -326,6 +516,9 @@ impl Symbolize for ElfSymbolizer {
                 frame.function = Some(demangle(&s.name));
                 frame.function_offset = vaddr - s.addr;
             }
+            if let Some(dwarf) = elf.dwarf() {
+                source_frames(dwarf, vaddr.wrapping_sub(1), &mut frame);
+            }
         }
         frame
     }
@@ -337,6 +530,33 @@ impl Symbolize for ElfSymbolizer {
         let name = demangle(&s.name);
         Some(if vaddr == s.addr { name } else { format!("{name}+{:#x}", vaddr - s.addr) })
     }
+}
+
+/// Fills `frame`'s file, line and inlined chain from DWARF at `probe` (an ELF virtual address
+/// inside the call instruction). The outermost DWARF frame is the function itself: its location
+/// becomes the frame's; the others are the inlined functions, innermost first.
+fn source_frames(dwarf: &addr2line::Loader, probe: u64, frame: &mut Frame) {
+    let Ok(mut iter) = dwarf.find_frames(probe) else { return };
+    let mut found: Vec<InlinedFrame> = Vec::new();
+    while let Ok(Some(f)) = iter.next() {
+        let function = f.function.as_ref().and_then(|n| n.raw_name().ok()).map(|n| demangle(&n));
+        let (file, line) = match &f.location {
+            Some(l) => (l.file.map(str::to_owned), l.line),
+            None => (None, None),
+        };
+        found.push(InlinedFrame { function, file, line });
+        if found.len() >= 64 {
+            break;
+        }
+    }
+    let Some(outer) = found.pop() else { return };
+    frame.file = outer.file;
+    frame.line = outer.line;
+    if frame.function.is_none() && outer.function.is_some() {
+        frame.function = outer.function;
+        frame.function_offset_unknown = true;
+    }
+    frame.inlined = found;
 }
 
 /// Demangles a Rust (legacy or v0) or C++ symbol name; other names are returned as they are.

@@ -61,3 +61,26 @@ fn golden_summary_with_drops() {
     let a = Analysis::with_symbolizer(&p, &mut FakeSymbols::sample());
     check("summary_drops.txt", &render_to(&a, |a, w| summary(a, 2, w)));
 }
+
+#[test]
+fn golden_by_pair() {
+    let opts = ReportOptions { by: By::Pair, ..Default::default() };
+    check("by_pair.txt", &text_of(&events_analysis(), opts));
+}
+
+#[test]
+fn golden_hist() {
+    let opts = ReportOptions { hist: true, top: Some(2), ..Default::default() };
+    check("hist.txt", &text_of(&events_analysis(), opts));
+}
+
+#[test]
+fn golden_stacks() {
+    let opts = ReportOptions { stacks: true, top: Some(2), ..Default::default() };
+    check("stacks.txt", &text_of(&events_analysis(), opts));
+}
+
+#[test]
+fn golden_by_lock_with_first_use_names() {
+    check("by_lock_events.txt", &text_of(&events_analysis(), ReportOptions::default()));
+}

@@ -140,7 +140,7 @@ fn json_of(a: &Analysis, opts: ReportOptions) -> Value {
 fn json_has_the_schema_and_exact_numbers() {
     let a = sample_analysis();
     let v = json_of(&a, ReportOptions { format: Format::Json, ..Default::default() });
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     let t = &v["totals"];
     assert_eq!(t["acquisitions"], 524_110);
     assert_eq!(t["contended"], 33_113);

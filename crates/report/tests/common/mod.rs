@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use lockmeter_core::hist::bucket;
 use lockmeter_format::model::*;
-use lockmeter_report::{Analysis, Frame, Symbolize};
+use lockmeter_report::{Analysis, Frame, InlinedFrame, Symbolize};
 
 /// Statistics with histograms consistent with the sums (every wait in the bucket of the mean).
 pub fn stats(acq: u64, cont: u64, wait: u64, wait_max: u64, hold: u64, hold_max: u64) -> Stats {
@@ -156,6 +156,10 @@ pub fn sample_profile() -> Profile {
 pub struct FakeSymbols {
     pub code: HashMap<u64, (&'static str, &'static str, u64)>,
     pub data: HashMap<u64, &'static str>,
+    /// file:line of code addresses (debug information).
+    pub lines: HashMap<u64, (&'static str, u32)>,
+    /// Functions inlined at code addresses.
+    pub inlined: HashMap<u64, Vec<InlinedFrame>>,
 }
 
 impl FakeSymbols {
@@ -176,19 +180,28 @@ impl FakeSymbols {
 impl Symbolize for FakeSymbols {
     fn code(&mut self, addr: u64) -> Frame {
         match self.code.get(&addr) {
-            Some((m, f, off)) => Frame {
-                address: addr,
-                module: Some((*m).into()),
-                module_offset: addr & 0xffff,
-                function: Some((*f).into()),
-                function_offset: *off,
-            },
+            Some((m, f, off)) => {
+                let (file, line) = match self.lines.get(&addr) {
+                    Some((file, line)) => (Some((*file).to_owned()), Some(*line)),
+                    None => (None, None),
+                };
+                Frame {
+                    address: addr,
+                    module: Some((*m).into()),
+                    module_offset: addr & 0xffff,
+                    function: Some((*f).into()),
+                    function_offset: *off,
+                    file,
+                    line,
+                    inlined: self.inlined.get(&addr).cloned().unwrap_or_default(),
+                    ..Frame::default()
+                }
+            }
             None if addr == SITE_LIBC => Frame {
                 address: addr,
                 module: Some("libc.so.6".into()),
                 module_offset: 0xa10,
-                function: None,
-                function_offset: 0,
+                ..Frame::default()
             },
             None => Frame { address: addr, ..Frame::default() },
         }
@@ -196,6 +209,92 @@ impl Symbolize for FakeSymbols {
     fn data(&mut self, addr: u64) -> Option<String> {
         self.data.get(&addr).map(|s| (*s).to_owned())
     }
+}
+
+pub const WORKER_MAIN: u64 = 0x5555_5555_3010;
+pub const APP_MAIN: u64 = 0x5555_5555_3100;
+pub const POP_RELEASE: u64 = 0x5555_5555_1340;
+pub const SESSION_NEW: u64 = 0x5555_5555_4020;
+pub const START_THREAD: u64 = 0x7f3a_2b00_1000;
+
+/// `sample_profile` with call stacks and events: waiters on `queue_lock` (pushers waiting on
+/// the popper and the other way round), holders, and first uses (the heap mutex is named by
+/// its first use, `session_new`).
+pub fn events_profile() -> Profile {
+    let mut p = sample_profile();
+    p.stacks = vec![
+        Stack { id: 1, frames: vec![SITE_PUSH, WORKER_MAIN, START_THREAD] },
+        Stack { id: 2, frames: vec![SITE_POP, APP_MAIN] },
+        Stack { id: 3, frames: vec![POP_RELEASE, APP_MAIN] },
+        Stack { id: 4, frames: vec![SESSION_NEW, APP_MAIN] },
+        Stack { id: 5, frames: vec![SITE_WRITE, APP_MAIN] },
+    ];
+    let ev =
+        |thread, lock, kind, stack, holder_site, holder_stack, count, wait_ns, wait_ns_max| Event {
+            thread,
+            lock,
+            mode: Mode::Exclusive,
+            kind,
+            stack,
+            holder_site,
+            holder_stack,
+            count,
+            wait_ns,
+            wait_ns_max,
+        };
+    use EventKind::*;
+    p.events = vec![
+        // Two pushers wait on the popper: one pair, two threads.
+        ev(2, 1, Contended, 1, SITE_POP, Some(2), 12_000, 180_000_000, 2_500_000),
+        ev(3, 1, Contended, 1, SITE_POP, Some(2), 11_000, 170_000_000, 3_100_000),
+        // The popper waits on the pushers, and once on an unknown holder.
+        ev(1, 1, Contended, 2, SITE_PUSH, Some(1), 9_000, 90_000_000, 1_000_000),
+        ev(1, 1, Contended, 2, 0, None, 100, 1_000_000, 40_000),
+        // The config writer waits on readers.
+        ev(1, 2, Contended, 5, SITE_READ, None, 60, 40_000_000, 4_000_000),
+        // Holders of queue_lock while others waited.
+        ev(1, 1, Holding, 3, 0, None, 9_100, 40_800_000, 300_000),
+        ev(2, 1, Holding, 1, 0, None, 12_000, 60_000_000, 900_000),
+        ev(3, 1, Holding, 1, 0, None, 11_000, 57_000_000, 1_200_000),
+        // First uses: a static lock (its symbol wins) and the heap mutex.
+        ev(2, 1, FirstUse, 1, 0, None, 1, 0, 0),
+        ev(1, 4, FirstUse, 4, 0, None, 1, 0, 0),
+        ev(2, 3, Sampled, 1, 0, None, 7, 0, 0),
+    ];
+    p
+}
+
+impl FakeSymbols {
+    /// `sample()` plus the stack frames of `events_profile`, with file:line and one inlined
+    /// function.
+    pub fn with_lines() -> Self {
+        let mut s = FakeSymbols::sample();
+        s.code.insert(WORKER_MAIN, ("app", "worker_main", 0x40));
+        s.code.insert(APP_MAIN, ("app", "main", 0x130));
+        s.code.insert(POP_RELEASE, ("app", "queue_pop", 0x5c));
+        s.code.insert(SESSION_NEW, ("app", "session_new", 0x30));
+        s.code.insert(START_THREAD, ("libc.so.6", "start_thread", 0x305));
+        s.lines.insert(SITE_PUSH, ("/src/app/queue.c", 41));
+        s.lines.insert(SITE_POP, ("/src/app/queue.c", 58));
+        s.lines.insert(POP_RELEASE, ("/src/app/queue.c", 66));
+        s.lines.insert(WORKER_MAIN, ("/src/app/worker.c", 17));
+        s.lines.insert(APP_MAIN, ("/src/app/main.c", 88));
+        s.lines.insert(SESSION_NEW, ("/src/app/session.c", 12));
+        s.lines.insert(SITE_WRITE, ("/src/app/config.c", 140));
+        s.inlined.insert(
+            SITE_PUSH,
+            vec![InlinedFrame {
+                function: Some("queue_lock_acquire".into()),
+                file: Some("/src/app/queue.h".into()),
+                line: Some(9),
+            }],
+        );
+        s
+    }
+}
+
+pub fn events_analysis() -> Analysis {
+    Analysis::with_symbolizer(&events_profile(), &mut FakeSymbols::with_lines())
 }
 
 pub fn sample_analysis() -> Analysis {
