@@ -195,8 +195,9 @@ impl fmt::Debug for ElfInfo {
     }
 }
 
-/// Folders searched for separate debug files by build-id and debuglink.
-fn global_debug_dirs() -> Vec<PathBuf> {
+/// The global folders searched for separate debug files by build-id and debuglink:
+/// `LOCKMETER_DEBUG_DIRS` (colon-separated), then `/usr/lib/debug`.
+pub fn default_debug_dirs() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::env::var("LOCKMETER_DEBUG_DIRS")
         .unwrap_or_default()
         .split(':')
@@ -226,14 +227,14 @@ fn usable_debug_file(path: &Path, build_id: Option<&[u8]>) -> Option<Vec<u8>> {
 /// `.debug/` folder, under `<dir>/<module's folder>/`), for each global debug folder `<dir>`.
 /// Returns its path and contents.
 fn separate_debug_file(
+    dirs: &[PathBuf],
     path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<&str>,
 ) -> Option<(PathBuf, Vec<u8>)> {
-    let dirs = global_debug_dirs();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        for d in &dirs {
+        for d in dirs {
             let p = d.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
             if let Some(bytes) = usable_debug_file(&p, Some(id)) {
                 return Some((p, bytes));
@@ -294,7 +295,7 @@ impl ElfInfo {
     /// Parses the module at `path` (contents `bytes`), finding its debug information: its own
     /// DWARF, else a separate debug file, whose `.symtab` also replaces a stripped module's
     /// `.dynsym`.
-    fn parse(path: &Path, bytes: &[u8]) -> Option<ElfInfo> {
+    fn parse(path: &Path, bytes: &[u8], debug_dirs: &[PathBuf]) -> Option<ElfInfo> {
         let file = object::File::parse(bytes).ok()?;
         if file.format() != object::BinaryFormat::Elf {
             return None;
@@ -320,7 +321,7 @@ impl ElfInfo {
         let debug_path = if has_dwarf {
             Some(path.to_path_buf())
         } else {
-            separate_debug_file(path, build_id.as_deref(), debuglink.as_deref()).map(
+            separate_debug_file(debug_dirs, path, build_id.as_deref(), debuglink.as_deref()).map(
                 |(p, bytes)| {
                     if !has_symtab {
                         if let Some((t, d)) =
@@ -386,6 +387,8 @@ pub struct ElfSymbolizer {
     map_module: Vec<Option<usize>>,
     modules: Vec<Module>,
     cache: HashMap<String, Option<Arc<ElfInfo>>>,
+    /// Global folders of separate debug files.
+    debug_dirs: Vec<PathBuf>,
 }
 
 /// Whether a maps path names a file (not `[heap]`, `[stack]`, `[vdso]`, anonymous, ...).
@@ -422,7 +425,19 @@ impl ElfSymbolizer {
             };
             map_module.push(Some(idx));
         }
-        ElfSymbolizer { maps, map_module, modules, cache: HashMap::new() }
+        ElfSymbolizer {
+            maps,
+            map_module,
+            modules,
+            cache: HashMap::new(),
+            debug_dirs: default_debug_dirs(),
+        }
+    }
+
+    /// A symbolizer that looks for separate debug files (by build-id and debuglink) in `dirs`
+    /// instead of [`default_debug_dirs`].
+    pub fn with_debug_dirs(maps: &[MapEntry], dirs: Vec<PathBuf>) -> Self {
+        ElfSymbolizer { debug_dirs: dirs, ..Self::new(maps) }
     }
 
     /// Parses module `i` (through the cache) and computes its load bias.
@@ -431,6 +446,7 @@ impl ElfSymbolizer {
             return;
         }
         let path = self.modules[i].path.clone();
+        let dirs = &self.debug_dirs;
         // A file deleted after it was mapped may have been replaced: do not trust the path.
         let elf = if path.ends_with(" (deleted)") {
             None
@@ -440,7 +456,7 @@ impl ElfSymbolizer {
                 .or_insert_with(|| {
                     std::fs::read(&path)
                         .ok()
-                        .and_then(|b| ElfInfo::parse(Path::new(&path), &b))
+                        .and_then(|b| ElfInfo::parse(Path::new(&path), &b, dirs))
                         .map(Arc::new)
                 })
                 .clone()

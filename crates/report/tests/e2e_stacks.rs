@@ -58,6 +58,8 @@ enum Debug {
     None,
     /// `-g`, then `objcopy --only-keep-debug`, `strip`, `objcopy --add-gnu-debuglink`.
     Separate,
+    /// `-g`, then `objcopy --only-keep-debug` into `DIR/.build-id/xx/yyyy.debug`, `strip`.
+    BuildId,
 }
 
 /// Compiles the program into a fresh folder, runs it under the preload, analyses the profile.
@@ -67,7 +69,8 @@ fn run(name: &str, frame_pointers: bool, debug: Debug) -> Option<Analysis> {
         eprintln!("skipped: no C compiler (cc) installed");
         return None;
     }
-    if debug == Debug::Separate && !(have("objcopy") && have("strip")) {
+    let separate = matches!(debug, Debug::Separate | Debug::BuildId);
+    if separate && !(have("objcopy") && have("strip")) {
         eprintln!("skipped: objcopy or strip (binutils) missing");
         return None;
     }
@@ -86,15 +89,33 @@ fn run(name: &str, frame_pointers: bool, debug: Debug) -> Option<Analysis> {
     }
     let st = cc.arg("-o").arg(&exe).arg(&src).status().unwrap();
     assert!(st.success(), "cc failed");
-    if debug == Debug::Separate {
-        let dbg = dir.join("table.debug");
-        let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?} failed");
-        ok(Command::new("objcopy").arg("--only-keep-debug").arg(&exe).arg(&dbg));
-        ok(Command::new("strip").arg("-g").arg("-s").arg(&exe));
-        ok(Command::new("objcopy")
-            .arg(format!("--add-gnu-debuglink={}", dbg.display()))
-            .arg(&exe)
-            .current_dir(&dir));
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?} failed");
+    let debug_root = dir.join("debug-root");
+    match debug {
+        Debug::Separate => {
+            let dbg = dir.join("table.debug");
+            ok(Command::new("objcopy").arg("--only-keep-debug").arg(&exe).arg(&dbg));
+            ok(Command::new("strip").arg("-g").arg("-s").arg(&exe));
+            ok(Command::new("objcopy")
+                .arg(format!("--add-gnu-debuglink={}", dbg.display()))
+                .arg(&exe)
+                .current_dir(&dir));
+        }
+        Debug::BuildId => {
+            let bytes = std::fs::read(&exe).unwrap();
+            let file = object::File::parse(&*bytes).unwrap();
+            let Some(id) = object::Object::build_id(&file).ok().flatten() else {
+                eprintln!("skipped: the compiler wrote no build-id");
+                return None;
+            };
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            let sub = debug_root.join(".build-id").join(&hex[..2]);
+            std::fs::create_dir_all(&sub).unwrap();
+            let dbg = sub.join(format!("{}.debug", &hex[2..]));
+            ok(Command::new("objcopy").arg("--only-keep-debug").arg(&exe).arg(&dbg));
+            ok(Command::new("strip").arg("-g").arg("-s").arg(&exe));
+        }
+        Debug::Inline | Debug::None => {}
     }
     let profile_path = dir.join("table.lmp");
     let out = Command::new(&exe)
@@ -105,7 +126,12 @@ fn run(name: &str, frame_pointers: bool, debug: Debug) -> Option<Analysis> {
         .unwrap();
     assert!(out.status.success(), "the program failed: {out:?}");
     let profile = lockmeter_format::read_profile_file(&profile_path).expect("profile");
-    let a = Analysis::new(&profile, &SymbolizeOptions { enabled: true });
+    let a = if debug == Debug::BuildId {
+        let mut sym = ElfSymbolizer::with_debug_dirs(&profile.maps, vec![debug_root]);
+        Analysis::with_symbolizer(&profile, &mut sym)
+    } else {
+        Analysis::new(&profile, &SymbolizeOptions { enabled: true })
+    };
     let _ = std::fs::remove_dir_all(&dir);
     Some(a)
 }
@@ -164,8 +190,14 @@ fn check(a: &Analysis, debug: Debug) {
         let lookup_line = SOURCE.lines().position(|l| l.contains("long lookup_entry(")).unwrap();
         let line = le.line.unwrap() as usize;
         assert!(line > lookup_line && line < lookup_line + 4, "lookup_entry at line {line}");
+        // take_table() is inlined into lookup_entry at the lock call.
+        let inl = le.inlined.iter().find(|i| i.function.as_deref() == Some("take_table"));
+        let inl = inl.unwrap_or_else(|| panic!("take_table not inlined in {le:?}"));
+        let take_line = SOURCE.lines().position(|l| l.contains("void take_table(")).unwrap();
+        assert_eq!(inl.line.map(|l| l as usize), Some(take_line + 2), "{inl:?}");
     } else {
         assert!(le.file.is_none() && le.line.is_none(), "no debug info, yet {le:?}");
+        assert!(le.inlined.is_empty(), "no debug info, yet {le:?}");
         assert!(cr.file.is_none(), "no debug info, yet {cr:?}");
     }
 
@@ -239,6 +271,13 @@ fn without_frame_pointers_without_debug_info() {
 fn with_frame_pointers_without_debug_info() {
     if let Some(a) = run("fp", true, Debug::None) {
         check(&a, Debug::None);
+    }
+}
+
+#[test]
+fn separate_debug_file_by_build_id() {
+    if let Some(a) = run("buildid", true, Debug::BuildId) {
+        check(&a, Debug::BuildId);
     }
 }
 

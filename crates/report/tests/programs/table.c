@@ -26,8 +26,12 @@ __attribute__((noinline)) void rebuild_table(void) {
     pthread_mutex_unlock(&table_lock);
 }
 
-__attribute__((noinline)) long lookup_entry(int k) {
+static inline __attribute__((always_inline)) void take_table(void) {
     pthread_mutex_lock(&table_lock);
+}
+
+__attribute__((noinline)) long lookup_entry(int k) {
+    take_table();
     long v = table[k & 1023];
     pthread_mutex_unlock(&table_lock);
     pthread_mutex_lock(entry_lock);
