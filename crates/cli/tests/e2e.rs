@@ -803,6 +803,185 @@ fn default_output_names_never_overwrite() {
     p.expect_lock("end_lock", "mutex", 20);
 }
 
+#[test]
+fn posix_spawn_vfork_and_fork_exec_children_get_exact_profiles() {
+    let s = Scratch::new("spawn");
+    let exe = s.compile("spawner");
+    let (n, m) = (100u64, 50u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let pids: Vec<u64> = ran
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("spawned ")?.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 3, "{ran}");
+    let parent = Profile::load(&s.path("p.lmp"), &ran);
+    parent.check_consistency();
+    parent.expect_nothing_dropped();
+    parent.expect_end("exit", None);
+    parent.expect_lock("parent_lock", "mutex", 2 * n);
+    parent.eq("parent: child_lock", parent.acq("child_lock"), 0);
+    // posix_spawn and vfork children exec at once: one profile each, of the new image.
+    for (how, pid) in [("posix_spawn", pids[0]), ("vfork", pids[1])] {
+        let p = Profile::load(&s.path(&format!("p.lmp.{pid}")), &ran);
+        p.check_consistency();
+        p.expect_end("exit", None);
+        p.eq(format!("{how} child pid"), u(p.header(), "pid"), pid);
+        p.expect_lock("child_lock", "mutex", m);
+        p.eq(format!("{how} child: parent_lock"), p.acq("parent_lock"), 0);
+    }
+    // The fork child: its forked image (no lock of its own) ends by exec, then the new image.
+    let pid = pids[2];
+    let pre = Profile::load(&s.path(&format!("p.lmp.{pid}")), &ran);
+    pre.expect_end("exec", None);
+    pre.eq("fork child before exec: acquisitions", pre.totals("acquisitions"), 0);
+    let post = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
+    post.expect_end("exit", None);
+    post.expect_lock("child_lock", "mutex", m);
+    post.eq("fork child after exec: parent_lock", post.acq("parent_lock"), 0);
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 5, "{ran}");
+    assert!(ran.stderr.contains("4 more profile(s)"), "{ran}");
+}
+
+#[test]
+fn locks_taken_in_a_signal_handler_are_counted() {
+    let s = Scratch::new("sighandler");
+    let exe = s.compile("sighandler");
+    let k = 200u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&k.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_lock("main_lock", "mutex", k);
+    let l = p.expect_lock("sig_lock", "mutex", k);
+    let f = l["sites"][0]["function"].as_str().unwrap_or("");
+    p.check(f.starts_with("on_usr1+0x"), format!("sig_lock site {f} is in the handler"));
+}
+
+#[test]
+fn one_address_reinitialized_as_other_kinds_keeps_identities_apart() {
+    let s = Scratch::new("reuse");
+    let exe = s.compile("reuse");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let mut slot: Vec<(u64, String, u64, u64, u64)> = p
+        .locks_named("slot")
+        .iter()
+        .map(|l| {
+            (
+                u(l, "generation"),
+                sf(l, "kind").unwrap_or("").to_string(),
+                u(l, "acquisitions"),
+                u(l, "read_acquisitions"),
+                u(l, "write_acquisitions"),
+            )
+        })
+        .collect();
+    slot.sort();
+    let want: Vec<(u64, String, u64, u64, u64)> = vec![
+        (1, "mutex".into(), 10, 0, 0),
+        (3, "rwlock".into(), 25, 20, 5),
+        (5, "mutex".into(), 30, 0, 0),
+    ];
+    p.eq("slot identities (generation, kind, acquisitions, reads, writes)", slot, want);
+    let addrs: std::collections::HashSet<&str> =
+        p.locks_named("slot").iter().filter_map(|l| sf(l, "address")).collect();
+    p.eq("slot: one address", addrs.len(), 1);
+    let mut plain: Vec<(u64, u64)> =
+        p.locks_named("plain").iter().map(|l| (u(l, "generation"), u(l, "acquisitions"))).collect();
+    plain.sort();
+    p.eq("plain identities (generation, acquisitions)", plain, vec![(1, 7), (2, 8)]);
+}
+
+fn check_shlib(s: &Scratch, extra: &[&str], tag: &str) {
+    let lib = s.path("libe2eshlib.so");
+    if !lib.exists() {
+        s.compile_with("shlib", "libe2eshlib.so", &["-fPIC", "-shared"]);
+    }
+    let mut flags = vec!["-L", s.dir.to_str().unwrap(), "-le2eshlib", "-Wl,-rpath,$ORIGIN"];
+    flags.extend_from_slice(extra);
+    let exe = s.compile_with("shlib_main", &format!("shlib_main_{tag}"), &flags);
+    let n = 300u64;
+    let out = format!("{tag}.lmp");
+    let ran = run_metered(s, &out, &[], &exe, &[&n.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path(&out), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    for (name, func, module) in [
+        ("shlib_lock", "shlib_take+0x", "libe2eshlib.so"),
+        ("shlib_private_lock", "shlib_take+0x", "libe2eshlib.so"),
+        ("main_lock", "main+0x", ""),
+    ] {
+        let l = p.expect_lock(name, "mutex", n);
+        let site = &l["sites"][0];
+        let f = sf(site, "function").unwrap_or("");
+        p.check(f.starts_with(func), format!("{tag}: {name} site {f} starts with {func}"));
+        if !module.is_empty() {
+            p.eq(format!("{tag}: {name} site module"), sf(site, "module"), Some(module));
+        }
+    }
+}
+
+#[test]
+fn static_locks_of_shared_libraries_and_non_pie_programs_are_named() {
+    let s = Scratch::new("shlib");
+    check_shlib(&s, &[], "pie");
+    check_shlib(&s, &["-no-pie"], "nopie");
+}
+
+#[test]
+fn a_static_program_runs_unmetered_with_its_status() {
+    let s = Scratch::new("static");
+    let exe = s.compile_with("ending", "ending_static", &["-static"]);
+    let out = s.path("p.lmp");
+    let ran = lockmeter(
+        &s.dir,
+        &["run", "-q", "-o", out.to_str().unwrap(), "--", exe.to_str().unwrap(), "exit7", "10"],
+    );
+    ran.expect_code(7);
+    assert!(!out.exists(), "{ran}");
+    assert!(ran.stderr.contains("wrote no profile"), "{ran}");
+    assert!(!ran.stderr.contains("panicked"), "{ran}");
+}
+
+#[test]
+fn thread_churn_beyond_the_thread_limit_is_accounted_exactly() {
+    // 1100 short-lived threads (default limit 1024 tables; the main thread has one).
+    let s = Scratch::new("churn");
+    let exe = s.compile("churn");
+    let n = 1100u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string(), "16"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    let recorded = p.totals("acquisitions");
+    p.eq("threads listed", p.threads().len() as u64, recorded);
+    p.eq("dropped.threads", p.dropped("threads"), n - 1023);
+    p.eq("recorded + dropped acquisitions", recorded + p.dropped("acquisitions"), n);
+}
+
+#[test]
+fn first_use_stacks_fit_in_their_tables() {
+    // A handful of lock identities, one thread: nothing can overflow the stack and event tables,
+    // and each identity has its first-use event.
+    let s = Scratch::new("first-use");
+    let exe = s.compile("reuse");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    let prof = lockmeter_format::read_profile_file(&s.path("p.lmp")).expect("profile reads");
+    assert_eq!(prof.locks.len(), 5, "{ran}");
+    assert_eq!(prof.dropped.stacks, 0, "dropped.stacks for 5 locks in one thread\n{ran}");
+    let first_uses =
+        prof.events.iter().filter(|e| e.kind == lockmeter_format::EventKind::FirstUse).count();
+    assert_eq!(first_uses, 5, "one first-use event per lock identity: {:?}", prof.events);
+}
+
 // ---- 15. bad input ----
 
 /// A failed command: non-zero exit, one line on stderr starting "lockmeter: ", no panic.

@@ -75,13 +75,22 @@ impl Scratch {
 
     /// Compiles `tests/programs/NAME.c` into this directory: `gcc -O2 -pthread -g`.
     pub fn compile(&self, name: &str) -> PathBuf {
-        let src =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c"));
-        let exe = self.dir.join(name);
+        self.compile_with(name, name, &[])
+    }
+
+    /// Compiles `tests/programs/NAME.c` into `OUT` in this directory with extra gcc flags
+    /// (placed after the source, so libraries can be named).
+    pub fn compile_with(&self, name: &str, out: &str, flags: &[&str]) -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
+        let src = dir.join(format!("{name}.c"));
+        let exe = self.dir.join(out);
         let out = Command::new("gcc")
-            .args(["-O2", "-pthread", "-g", "-Wall", "-o"])
+            .args(["-O2", "-pthread", "-g", "-Wall", "-I"])
+            .arg(&dir)
+            .arg("-o")
             .arg(&exe)
             .arg(&src)
+            .args(flags)
             .output()
             .expect("cannot run gcc (the end-to-end tests need it)");
         assert!(
