@@ -361,6 +361,11 @@ fn recursive_errorcheck_and_robust_mutexes_behave_as_without_the_preload() {
     p.eq("normal_lock trylock_failures", u(normal, "trylock_failures"), n);
     p.expect_lock("robust_lock", "mutex", 3);
     p.expect_lock("errno_lock", "mutex", 2 * n);
+    let rw = p.expect_lock("rw", "rwlock", 3 * n);
+    p.eq("rw read_acquisitions", u(rw, "read_acquisitions"), 2 * n);
+    p.eq("rw write_acquisitions", u(rw, "write_acquisitions"), n);
+    p.eq("rw trylock_failures (EDEADLK is no failed trylock)", u(rw, "trylock_failures"), 0);
+    p.eq("bad_lock (EINVAL) acquisitions", p.acq("bad_lock"), 0);
 }
 
 #[test]
@@ -424,6 +429,7 @@ fn fork_children_get_their_own_exact_profiles() {
     parent.expect_lock("helper_lock", "mutex", 77);
     parent.eq("parent: child_lock", parent.acq("child_lock"), 0);
     parent.eq("parent threads", parent.threads().len(), 2);
+    parent.expect_lock("held_lock", "mutex", 1);
     let ppid = u(parent.header(), "pid");
 
     let f1 = s.path(&format!("p.lmp.{c1}"));
@@ -437,7 +443,8 @@ fn fork_children_get_their_own_exact_profiles() {
     p1.expect_lock("child_lock", "mutex", child / 2);
     p1.eq("child 1: helper_lock (parent's, before the fork)", p1.acq("helper_lock"), 0);
     p1.eq("child 1 threads", p1.threads().len(), 1);
-    p1.eq("child 1 totals", p1.totals("acquisitions"), child + child / 2);
+    p1.expect_lock("held_lock", "mutex", 5);
+    p1.eq("child 1 totals", p1.totals("acquisitions"), child + child / 2 + 5);
 
     let f2 = s.path(&format!("p.lmp.{c2}"));
     let p2 = Profile::load(&f2, &ran);
@@ -980,6 +987,58 @@ fn first_use_stacks_fit_in_their_tables() {
     let first_uses =
         prof.events.iter().filter(|e| e.kind == lockmeter_format::EventKind::FirstUse).count();
     assert_eq!(first_uses, 5, "one first-use event per lock identity: {:?}", prof.events);
+}
+
+#[test]
+fn a_relative_output_path_survives_a_chdir() {
+    let s = Scratch::new("chdir");
+    let exe = s.compile("ending");
+    let ran = lockmeter(
+        &s.dir,
+        &["run", "-q", "-o", "rel.lmp", "--", exe.to_str().unwrap(), "chdir", "40"],
+    );
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("rel.lmp"), &ran);
+    p.expect_lock("end_lock", "mutex", 40);
+}
+
+#[test]
+fn lockmeter_clock_from_the_environment_is_respected() {
+    // LOCKMETER_CLOCK is a documented setting of the collector; `run` must not override it.
+    let s = Scratch::new("clock");
+    let exe = s.compile("ending");
+    let out = s.path("p.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("LOCKMETER_CLOCK", "monotonic");
+    cmd.args([
+        "run",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "exit7",
+        "10",
+    ]);
+    let ran =
+        finish("lockmeter run (LOCKMETER_CLOCK=monotonic)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(7);
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("end_lock", "mutex", 10);
+    p.eq("header.clock.source", sf(&p.header()["clock"], "source"), Some("monotonic"));
+}
+
+#[test]
+fn an_unwritable_output_fails_before_running_the_program() {
+    let s = Scratch::new("unwritable");
+    let exe = s.compile("ending");
+    let ran = lockmeter(
+        &s.dir,
+        &["run", "-q", "-o", "/nonexistent/dir/p.lmp", "--", exe.to_str().unwrap(), "exit7", "10"],
+    );
+    assert!(!ran.stderr.contains("panicked"), "{ran}");
+    assert!(ran.status.code() != Some(7) && ran.status.code() != Some(0), "the program ran\n{ran}");
+    expect_one_line_error(&ran, "/nonexistent/dir");
 }
 
 // ---- 15. bad input ----

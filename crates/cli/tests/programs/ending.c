@@ -1,7 +1,7 @@
 /* How a process ends. argv: MODE N [THREADS].
  * Takes end_lock N times in the main thread (and N times in each of THREADS-1 helper threads,
  * joined first), then ends by MODE:
- *   exit7: exit(7)   _exit3: _exit(3)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
+ *   exit7: exit(7)   _exit3: _exit(3)   chdir: chdir("/") then exit(0)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
  *   wait: prints "ready", then waits for a signal (pause)
  *   termbusy: starts THREADS threads that lock end_lock in a loop forever, lets them run
  *     100 ms, then raise(SIGTERM) while they are locking */
@@ -48,6 +48,10 @@ int main(int argc, char **argv) {
     worker(NULL);
     if (!strcmp(mode, "exit7")) exit(7);
     if (!strcmp(mode, "_exit3")) _exit(3);
+    if (!strcmp(mode, "chdir")) {
+        if (chdir("/") != 0) return 95;
+        exit(0);
+    }
     if (!strcmp(mode, "term")) raise(SIGTERM);
     if (!strcmp(mode, "int")) kill(getpid(), SIGINT);
     if (!strcmp(mode, "wait")) {

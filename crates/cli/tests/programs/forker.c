@@ -3,6 +3,8 @@
  * takes helper_lock HELPER times), forks two children, then takes it PARENT_AFTER times and waits.
  * Child 1 takes fork_lock CHILD times and child_lock CHILD/2 times, then exit(0) (atexit).
  * Child 2 takes fork_lock CHILD times, then _exit(0).
+ * held_lock is held by the parent across the first fork: child 1 unlocks its copy (a lock it
+ * did not take in its own image) and takes it 5 times; the parent took it once.
  * Prints "child1 PID" and "child2 PID". */
 #include "e2e_common.h"
 #include <sys/wait.h>
@@ -11,6 +13,7 @@
 pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t helper_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 #define HELPER 77
 
 static void take(pthread_mutex_t *m, long n) {
@@ -35,13 +38,17 @@ int main(int argc, char **argv) {
     OK(pthread_join(t, NULL));
     take(&fork_lock, before);
     fflush(stdout);
+    OK(pthread_mutex_lock(&held_lock));
     pid_t c1 = fork();
     if (c1 < 0) return 95;
     if (c1 == 0) {
+        OK(pthread_mutex_unlock(&held_lock));
+        take(&held_lock, 5);
         take(&fork_lock, child);
         take(&child_lock, child / 2);
         exit(0);
     }
+    OK(pthread_mutex_unlock(&held_lock));
     pid_t c2 = fork();
     if (c2 < 0) return 95;
     if (c2 == 0) {

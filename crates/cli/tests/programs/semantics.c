@@ -10,12 +10,18 @@
  *   dead_lock (robust, MODE notrecoverable): a thread locks and exits (1); main gets EOWNERDEAD
  *     (1), unlocks without pthread_mutex_consistent; the next two locks return ENOTRECOVERABLE
  *     (not acquired) -> 2
- *   errno_lock: errno is preserved across lock/unlock/trylock -> N + N */
+ *   errno_lock: errno is preserved across lock/unlock/trylock -> N + N
+ *   rw (rwlock): per iteration rdlock twice (a thread may hold several read locks) and
+ *     unlock twice; wrlock, then rdlock and wrlock by the writer -> EDEADLK, unlock
+ *     -> 2N reads, N writes
+ *   bad_lock (a mutex whose type field is garbage): lock and trylock -> EINVAL, 0 acquisitions */
 #include "e2e_common.h"
 
 pthread_mutex_t rec_lock, ec_lock, robust_lock, dead_lock;
 pthread_mutex_t normal_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t errno_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+pthread_mutex_t bad_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *unlock_foreign(void *arg) {
     (void)arg;
@@ -110,5 +116,22 @@ int main(int argc, char **argv) {
         if (errno != 4242) { fprintf(stderr, "errno changed by trylock: %d\n", errno); return 93; }
     }
     printf("errno ok\n");
+
+    for (long i = 0; i < n; i++) {
+        OK(pthread_rwlock_rdlock(&rw));
+        OK(pthread_rwlock_rdlock(&rw));
+        OK(pthread_rwlock_unlock(&rw));
+        OK(pthread_rwlock_unlock(&rw));
+        OK(pthread_rwlock_wrlock(&rw));
+        EXPECT(pthread_rwlock_rdlock(&rw), EDEADLK);
+        EXPECT(pthread_rwlock_wrlock(&rw), EDEADLK);
+        OK(pthread_rwlock_unlock(&rw));
+    }
+    printf("rwlock ok\n");
+
+    bad_lock.__data.__kind = 0x7f; /* no such mutex type */
+    EXPECT(pthread_mutex_lock(&bad_lock), EINVAL);
+    EXPECT(pthread_mutex_trylock(&bad_lock), EINVAL);
+    printf("invalid ok\n");
     return 0;
 }
