@@ -291,6 +291,13 @@ fn a_blocked_acquisition_is_one_contended_acquisition_with_a_wait() {
         // The helper's hold was wanted by main (FreeBSD cnt_hold), and main found it held.
         p.eq(format!("{name} cnt_hold"), u(l, "cnt_hold"), 1);
         p.eq(format!("{name} cnt_lock"), u(l, "cnt_lock"), 1);
+        // The helper held it for at least 100 ms (usleep inside the hold): a sanity check of
+        // the clock calibration, not a timing measurement.
+        let hold_max = u(l, "hold_ns_max");
+        p.check(
+            (100_000_000..u(p.header(), "duration_ns")).contains(&hold_max),
+            format!("{name}: hold_ns_max {hold_max} >= 100 ms and < the run"),
+        );
     }
     for name in ["c_mutex", "c_timed", "c_spin"] {
         p.eq(format!("{name} owner_changes"), u(p.lock(name), "owner_changes"), 1);
@@ -317,6 +324,21 @@ fn holds_beyond_the_held_stack_are_counted_as_dropped_holds() {
     p.eq("dropped.holds", p.dropped("holds"), (depth - 64) * rounds);
     p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
     p.eq("totals.holds_timed", p.totals("holds_timed"), 64 * rounds);
+}
+
+#[test]
+fn a_mutex_released_by_another_thread_does_not_poison_hold_timing() {
+    let s = Scratch::new("handoff");
+    let exe = s.compile("handoff");
+    let (n, k) = (200u64, 100u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string(), &k.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_lock("handoff_lock", "mutex", n);
+    let other = p.expect_lock("other_lock", "mutex", k);
+    p.eq("other_lock holds_timed", u(other, "holds_timed"), k);
+    p.eq("dropped.holds (no thread ever held more than 1 lock)", p.dropped("holds"), 0);
 }
 
 // ---- 6. trylock and timed locks ----
