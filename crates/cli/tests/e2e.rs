@@ -1063,6 +1063,51 @@ fn an_unwritable_output_fails_before_running_the_program() {
     expect_one_line_error(&ran, "/nonexistent/dir");
 }
 
+fn run_named(tag: &str) -> (Scratch, Profile) {
+    let s = Scratch::new(tag);
+    let include = workspace().join("include");
+    let exe = s.compile_with("named", "named", &["-I", include.to_str().unwrap()]);
+    let plain = run_plain(&s.dir, &exe, &[]);
+    plain.expect_code(0);
+    assert_eq!(plain.stdout, "ok plain\n", "{plain}");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    assert_eq!(ran.stdout, "ok named\n", "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    (s, p)
+}
+
+#[test]
+fn locks_named_through_lockmeter_h_are_reported_by_name() {
+    let (_s, p) = run_named("named");
+    p.expect_lock("queue.lock", "mutex", 10);
+    let rw = p.expect_lock("table.rwlock", "rwlock", 5);
+    p.eq("table.rwlock reads", u(rw, "read_acquisitions"), 5);
+    p.expect_lock("spin.heap", "spinlock", 3);
+    let second = p.expect_lock("second", "mutex", 6);
+    p.eq("second: generation", u(second, "generation"), 3);
+    p.expect_lock("new", "mutex", 2);
+    p.eq("the overwritten name", p.locks_named("old").len(), 0);
+    p.eq("a name given before the init", p.locks_named("named-before-init").len(), 0);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), 10 + 5 + 3 + 4 + 6 + 2 + 1 + 6);
+}
+
+#[test]
+fn lock_names_survive_the_destroy_of_their_lock() {
+    // "A name belongs to the lock identity it was given to" (include/lockmeter.h, names.rs):
+    // identities destroyed before the end (short-lived heap locks) keep theirs.
+    let (_s, p) = run_named("named-destroyed");
+    let first = p.expect_lock("first", "mutex", 4);
+    p.eq("first: generation", u(first, "generation"), 1);
+    let conns = p.locks_named("conn.lock");
+    p.eq("conn.lock identities", conns.len(), 3);
+    for c in conns {
+        p.eq("conn.lock acquisitions", u(c, "acquisitions"), 2);
+    }
+}
+
 // ---- 15. bad input ----
 
 /// A failed command: non-zero exit, one line on stderr starting "lockmeter: ", no panic.
