@@ -122,6 +122,33 @@ fn hold_timing_off_and_sampled_keep_the_counts() {
     );
 }
 
+#[test]
+fn stack_options_keep_the_counts() {
+    let s = Scratch::new("frames");
+    let exe = s.compile("striped");
+    let (t, m) = (4u64, 4000u64);
+    let total = t * m + t * m / 4 + t * m / 2 + t * m;
+    for (i, opts) in [
+        &["--frames", "0"][..],
+        &["--frames", "32"][..],
+        &["--frames", "8", "--stack-sample", "10"][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = format!("p{i}.lmp");
+        let ran = run_metered(&s, &out, opts, &exe, &[&t.to_string(), &m.to_string()]);
+        ran.expect_code(0);
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        p.eq(format!("{opts:?}: totals.acquisitions"), p.totals("acquisitions"), total);
+        p.expect_lock("lock_a", "mutex", t * m);
+        p.expect_lock("lock_b", "mutex", t * m / 4);
+        p.expect_lock(&elem("stripes", 3, MUTEX_SIZE), "mutex", t * m / 8);
+        p.eq(format!("{opts:?}: dropped.acquisitions"), p.dropped("acquisitions"), 0);
+    }
+}
+
 // ---- 2. many threads, one lock ----
 
 #[test]
@@ -753,25 +780,29 @@ fn exec_writes_one_profile_per_image_and_a_failed_exec_changes_nothing() {
     let s = Scratch::new("exec");
     let exe = s.compile("execer");
     let (n, m) = (100u64, 50u64);
-    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string(), &m.to_string()]);
-    ran.expect_code(0);
-    let first = Profile::load(&s.path("p.lmp"), &ran);
-    first.check_consistency();
-    first.expect_nothing_dropped();
-    first.expect_end("exec", None);
-    first.expect_lock("exec_lock", "mutex", 2 * n);
-    first.eq("stage 1: stage2_lock", first.acq("stage2_lock"), 0);
-    let pid = u(first.header(), "pid");
+    for how in ["execv", "execve", "execvp", "execl", "execlp", "execle"] {
+        let base = format!("{how}.lmp");
+        let ran = run_metered(&s, &base, &[], &exe, &[&n.to_string(), &m.to_string(), how]);
+        ran.expect_code(0);
+        let first = Profile::load(&s.path(&base), &ran);
+        first.check_consistency();
+        first.expect_nothing_dropped();
+        first.expect_end("exec", None);
+        first.expect_lock("exec_lock", "mutex", 2 * n);
+        first.eq(format!("{how}: stage 1: stage2_lock"), first.acq("stage2_lock"), 0);
+        let pid = u(first.header(), "pid");
 
-    let f2 = s.path(&format!("p.lmp.{pid}.1"));
-    let second = Profile::load(&f2, &ran);
-    second.check_consistency();
-    second.expect_end("exit", None);
-    second.eq("stage 2 pid", u(second.header(), "pid"), pid);
-    second.expect_lock("stage2_lock", "mutex", m);
-    second.eq("stage 2: exec_lock", second.acq("exec_lock"), 0);
-    assert!(ran.stderr.lines().any(|l| l.trim() == f2.to_str().unwrap()), "not listed\n{ran}");
-    assert_eq!(s.files_with_prefix("p.lmp").len(), 2, "{ran}");
+        let f2 = s.path(&format!("{base}.{pid}.1"));
+        let second = Profile::load(&f2, &ran);
+        second.check_consistency();
+        second.expect_end("exit", None);
+        second.eq(format!("{how}: stage 2 pid"), u(second.header(), "pid"), pid);
+        second.expect_lock("stage2_lock", "mutex", m);
+        second.eq(format!("{how}: stage 2: exec_lock"), second.acq("exec_lock"), 0);
+        let listed = ran.stderr.lines().any(|l| l.trim() == f2.to_str().unwrap());
+        assert!(listed, "{how}: not listed\n{ran}");
+        assert_eq!(s.files_with_prefix(&base).len(), 2, "{how}\n{ran}");
+    }
 }
 
 #[test]

@@ -1,7 +1,9 @@
-/* exec. argv: N M. Stage 1 takes exec_lock N times, tries to exec a program that does not
+/* exec. argv: N M [HOW]. Stage 1 takes exec_lock N times, tries to exec a program that does not
  * exist (must fail with ENOENT: the profile written for the exec is withdrawn and metering goes
  * on), takes exec_lock N more times, then execs itself as stage 2 ("stage2 M"), which takes
- * stage2_lock M times and exits 0. Expected: stage 1 profile 2N (end "exec"), stage 2 M. */
+ * stage2_lock M times and exits 0. Expected: stage 1 profile 2N (end "exec"), stage 2 M.
+ * HOW picks the exec function of the second exec: execv (default), execve, execvp, execl,
+ * execlp, execle. */
 #include "e2e_common.h"
 #include <unistd.h>
 
@@ -31,8 +33,15 @@ int main(int argc, char **argv) {
     }
     take(&exec_lock, n);
     fflush(stdout);
+    const char *how = argc > 3 ? argv[3] : "execv";
     char *args[] = {argv[0], "stage2", m, NULL};
-    execv("/proc/self/exe", args);
+    extern char **environ;
+    if (!strcmp(how, "execv")) execv("/proc/self/exe", args);
+    else if (!strcmp(how, "execve")) execve("/proc/self/exe", args, environ);
+    else if (!strcmp(how, "execvp")) execvp("/proc/self/exe", args);
+    else if (!strcmp(how, "execl")) execl("/proc/self/exe", argv[0], "stage2", m, (char *)NULL);
+    else if (!strcmp(how, "execlp")) execlp("/proc/self/exe", argv[0], "stage2", m, (char *)NULL);
+    else if (!strcmp(how, "execle")) execle("/proc/self/exe", argv[0], "stage2", m, (char *)NULL, environ);
     perror("execv");
     return 92;
 }
