@@ -19,8 +19,9 @@ pub struct StealArgs {
     /// Thread counts.
     #[arg(long, short = 't', value_delimiter = ',', default_value = "2,4,8")]
     pub threads: Vec<usize>,
-    /// Lock-unlock pairs per thread (seed 002: 1000000).
-    #[arg(long, short = 'n', default_value_t = 100_000)]
+    /// Lock-unlock pairs per thread (seed 002's 1000000: shorter runs do not even overlap when
+    /// thread start-up takes milliseconds, as it does on a loaded VM).
+    #[arg(long, short = 'n', default_value_t = 1_000_000)]
     pub iters: u64,
     /// Critical-section length.
     #[arg(long, default_value_t = 0)]
@@ -32,7 +33,7 @@ pub struct StealArgs {
 
 impl Default for StealArgs {
     fn default() -> Self {
-        StealArgs { threads: vec![2, 4, 8], iters: 100_000, cs: 0, cap: 2.0 }
+        StealArgs { threads: vec![2, 4, 8], iters: 1_000_000, cs: 0, cap: 2.0 }
     }
 }
 
