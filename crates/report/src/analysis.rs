@@ -338,6 +338,8 @@ pub struct Analysis {
     pub filter: Filter,
     /// Locks in the profile before filtering.
     pub unfiltered_locks: usize,
+    /// Caveats about the analysis itself (e.g. files changed since the run), one sentence each.
+    pub notes: Vec<String>,
 }
 
 /// Symbolizes addresses once each.
@@ -424,7 +426,16 @@ impl Analysis {
     /// [`Analysis::new`], keeping only what `filter` selects.
     pub fn new_filtered(profile: &Profile, opts: &SymbolizeOptions, filter: &Filter) -> Analysis {
         if opts.enabled {
-            Self::build(profile, &mut ElfSymbolizer::new(&profile.maps), filter)
+            let mut sym = ElfSymbolizer::new(&profile.maps);
+            let mut a = Self::build(profile, &mut sym, filter);
+            let changed = sym.changed_since(profile.header.start_unix_ns);
+            if !changed.is_empty() {
+                a.notes.push(format!(
+                    "{} changed after the run started: names of its code and data may be wrong",
+                    changed.join(", ")
+                ));
+            }
+            a
         } else {
             Self::build(profile, &mut NoSymbols, filter)
         }
@@ -690,6 +701,7 @@ impl Analysis {
             pairs: all_pairs,
             filter: filter.clone(),
             unfiltered_locks,
+            notes: Vec::new(),
         }
     }
 

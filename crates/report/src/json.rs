@@ -26,6 +26,7 @@ struct Doc<'a> {
     sort: &'static str,
     top: Option<usize>,
     filter: FilterOut<'a>,
+    notes: &'a [String],
     locks: Vec<LockOut<'a>>,
     threads: Vec<ThreadOut<'a>>,
     cpus: Vec<CpuOut>,
@@ -497,6 +498,7 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             function: a.filter.function.as_deref(),
             locks_before: a.unfiltered_locks,
         },
+        notes: &a.notes,
         locks: a.sorted_locks(opts.sort).into_iter().take(top).map(|l| lock_out(l, opts)).collect(),
         threads: a.sorted_threads(opts.sort).into_iter().take(top).map(thread_out).collect(),
         cpus: a

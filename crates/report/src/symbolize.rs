@@ -440,6 +440,30 @@ impl ElfSymbolizer {
         ElfSymbolizer { debug_dirs: dirs, ..Self::new(maps) }
     }
 
+    /// Base names of the modules read so far whose file was modified after `unix_ns` (ns since
+    /// the Unix epoch, e.g. the start of the run): their names may not match the run.
+    pub fn changed_since(&self, unix_ns: u64) -> Vec<String> {
+        if unix_ns == 0 {
+            return Vec::new();
+        }
+        let mut v: Vec<String> = self
+            .modules
+            .iter()
+            .filter(|m| m.loaded && m.elf.is_some())
+            .filter(|m| {
+                let modified = std::fs::metadata(&m.path).and_then(|md| md.modified()).ok();
+                let ns = modified
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                ns > u128::from(unix_ns)
+            })
+            .map(|m| m.name.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// Parses module `i` (through the cache) and computes its load bias.
     fn load(&mut self, i: usize) {
         if std::mem::replace(&mut self.modules[i].loaded, true) {

@@ -247,12 +247,52 @@ fn shown_of(shown: usize, total: usize, one: &str, many: &str) -> String {
     }
 }
 
+/// Names longer than this have their generic arguments elided in stacks (`f<…>`).
+const LONG_NAME: usize = 60;
+
+/// Names are aligned in stacks up to this width; longer ones push their location right.
+const NAME_COLUMN: usize = 72;
+
+/// `name` with the generic arguments (`<...>` nested inside another `<...>` or after a name)
+/// elided when it is longer than [`LONG_NAME`]: `catch_unwind<u64, F>` → `catch_unwind<…>`. A
+/// leading qualified-path `<T as Trait>` is kept, with its own arguments elided.
+pub(crate) fn shorten(name: &str) -> String {
+    if name.chars().count() <= LONG_NAME {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    // Depth at which arguments are elided: 1 for `f<...>`, 2 inside a leading `<T as U>`.
+    let elide_at = if name.starts_with('<') { 2 } else { 1 };
+    for c in name.chars() {
+        match c {
+            '<' => {
+                depth += 1;
+                if depth == elide_at {
+                    out.push_str("<…");
+                } else if depth < elide_at {
+                    out.push('<');
+                }
+            }
+            '>' => {
+                if depth <= elide_at {
+                    out.push('>');
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ if depth < elide_at => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The frames of a stack, one per line, inlined functions first, locations aligned.
 fn stack_lines(st: &StackAgg, w: &mut dyn Write) -> io::Result<()> {
     let mut lines: Vec<(String, String)> = Vec::new();
     for f in &st.frames {
         for i in &f.inlined {
-            let name = i.function.clone().unwrap_or_else(|| "??".into());
+            let name = shorten(i.function.as_deref().unwrap_or("??"));
             let loc = short_location(i.file.as_deref(), i.line).unwrap_or_default();
             lines.push((format!("{name} [inlined]"), loc));
         }
@@ -261,12 +301,12 @@ fn stack_lines(st: &StackAgg, w: &mut dyn Write) -> io::Result<()> {
             (None, Some(m)) if f.function.is_some() => format!("({m})"),
             _ => String::new(),
         };
-        lines.push((f.to_string(), loc));
+        lines.push((shorten(&f.to_string()), loc));
     }
     if lines.is_empty() {
         return writeln!(w, "          [stack not recorded]");
     }
-    let width = lines.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0);
+    let width = lines.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0).min(NAME_COLUMN);
     for (name, loc) in lines {
         let line = format!("          {name:<width$}  {loc}");
         writeln!(w, "{}", line.trim_end())?;
@@ -456,6 +496,9 @@ fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
             hz_run as f64 / hz as f64
         )?;
     }
+    for n in &a.notes {
+        writeln!(w, "note: {n}")?;
+    }
     match h.hold_timing {
         HoldTiming::On => {}
         HoldTiming::Off => writeln!(w, "note: hold timing was off: hold times were not measured")?,
@@ -644,4 +687,22 @@ fn cpu_rows(
         ]);
     }
     t.write(" ", w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shorten;
+
+    #[test]
+    fn long_names_lose_their_generic_arguments() {
+        assert_eq!(shorten("main"), "main");
+        assert_eq!(shorten("catch_unwind<u64>"), "catch_unwind<u64>", "short names stay");
+        let long = "catch_unwind<u64, core::panic::unwind_safe::AssertUnwindSafe<std::thread::X>>";
+        assert_eq!(shorten(long), "catch_unwind<…>");
+        let qualified = "<alloc::boxed::Box<dyn core::ops::function::FnOnce<(), Output = ()> + Send> as core::ops::function::FnOnce<()>>::call_once";
+        assert_eq!(
+            shorten(qualified),
+            "<alloc::boxed::Box<…> as core::ops::function::FnOnce<…>>::call_once"
+        );
+    }
 }

@@ -249,3 +249,21 @@ fn missing_file_leaves_addresses_raw() {
     assert!(f.to_string().starts_with("prog-gone+0x"), "{f}");
     assert_eq!(s.data(run.addrs["my_lock"]), None);
 }
+
+#[test]
+fn files_changed_since_the_run_are_reported() {
+    let Some((exe, run)) = build_and_run("prog-changed", &["-fPIE", "-pie"], false) else {
+        return;
+    };
+    let now_ns = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    };
+    let mut s = ElfSymbolizer::new(&run.maps);
+    s.code(run.addrs["site"]);
+    let future = now_ns(std::time::SystemTime::now()) + 3_600_000_000_000;
+    assert!(s.changed_since(future).is_empty());
+    let modified = std::fs::metadata(&exe).unwrap().modified().unwrap();
+    let before = now_ns(modified) - 1_000_000_000;
+    assert_eq!(s.changed_since(before), [base(&exe)]);
+    assert!(s.changed_since(0).is_empty(), "unknown start: nothing to compare");
+}
