@@ -1,7 +1,7 @@
 //! End to end: a C program with a hot path holding a lock ~1 ms (`rebuild_table`) and a cold
 //! path waiting on it (`lookup_entry`, called by `cold_reader`), compiled with and without frame
-//! pointers, with and without debug information, and with a separate debug file (stripped +
-//! `.gnu_debuglink`), run under the preload; the report must name the waiter's stack, attribute
+//! pointers, with and without debug information, with a separate debug file (stripped, found by
+//! `.gnu_debuglink` or by build-id) and with split DWARF (`.dwo`), run under the preload; the report must name the waiter's stack, attribute
 //! the wait to the holder in `rebuild_table`, and show the holder's stack.
 //!
 //! Needs a C compiler (`cc`); skipped, with the reason printed, without one. Builds the preload
@@ -60,6 +60,8 @@ enum Debug {
     Separate,
     /// `-g`, then `objcopy --only-keep-debug` into `DIR/.build-id/xx/yyyy.debug`, `strip`.
     BuildId,
+    /// `-g -gsplit-dwarf`: the DWARF in a `.dwo` file beside the program.
+    Split,
 }
 
 /// Compiles the program into a fresh folder, runs it under the preload, analyses the profile.
@@ -87,7 +89,10 @@ fn run(name: &str, frame_pointers: bool, debug: Debug) -> Option<Analysis> {
     if debug != Debug::None {
         cc.arg("-g");
     }
-    let st = cc.arg("-o").arg(&exe).arg(&src).status().unwrap();
+    if debug == Debug::Split {
+        cc.arg("-gsplit-dwarf");
+    }
+    let st = cc.arg("-o").arg(&exe).arg(&src).current_dir(&dir).status().unwrap();
     assert!(st.success(), "cc failed");
     let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?} failed");
     let debug_root = dir.join("debug-root");
@@ -114,6 +119,12 @@ fn run(name: &str, frame_pointers: bool, debug: Debug) -> Option<Analysis> {
             let dbg = sub.join(format!("{}.debug", &hex[2..]));
             ok(Command::new("objcopy").arg("--only-keep-debug").arg(&exe).arg(&dbg));
             ok(Command::new("strip").arg("-g").arg("-s").arg(&exe));
+        }
+        Debug::Split => {
+            let dwo = std::fs::read_dir(&dir)
+                .unwrap()
+                .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "dwo"));
+            assert!(dwo, "-gsplit-dwarf wrote no .dwo file");
         }
         Debug::Inline | Debug::None => {}
     }
@@ -278,6 +289,13 @@ fn with_frame_pointers_without_debug_info() {
 fn separate_debug_file_by_build_id() {
     if let Some(a) = run("buildid", true, Debug::BuildId) {
         check(&a, Debug::BuildId);
+    }
+}
+
+#[test]
+fn split_dwarf() {
+    if let Some(a) = run("split", false, Debug::Split) {
+        check(&a, Debug::Split);
     }
 }
 
