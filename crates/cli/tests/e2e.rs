@@ -1139,6 +1139,45 @@ fn lock_names_survive_the_destroy_of_their_lock() {
     }
 }
 
+#[test]
+fn report_after_the_program_was_deleted_or_replaced() {
+    let s = Scratch::new("replaced");
+    let striped = s.compile("striped");
+    let hammer = s.compile("hammer");
+    let prog = s.path("prog");
+    std::fs::copy(&striped, &prog).unwrap();
+    let (t, m) = (4u64, 800u64);
+    let ran = run_metered(&s, "p.lmp", &[], &prog, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let before = Profile::load(&s.path("p.lmp"), &ran);
+    before.expect_lock("stripes", "mutex", t * m / 8);
+
+    // Replaced by another program at the same path: its symbols must not name this profile's
+    // locks and sites (wrong names are worse than none).
+    std::fs::remove_file(&prog).unwrap();
+    std::fs::copy(&hammer, &prog).unwrap();
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), before.totals("acquisitions"));
+    for l in p.locks() {
+        let name = sf(l, "name").unwrap_or("");
+        p.check(!name.contains("big_lock"), format!("lock named {name} from the replacing binary"));
+        for site in l["sites"].as_array().into_iter().flatten() {
+            let f = sf(site, "function").unwrap_or("");
+            p.check(
+                !f.starts_with("_fini") && !f.starts_with("_start"),
+                format!("site {f} symbolized with the replacing binary"),
+            );
+        }
+    }
+
+    // Deleted: the report still works, with the same counts.
+    std::fs::remove_file(&prog).unwrap();
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.eq("totals.acquisitions", p.totals("acquisitions"), before.totals("acquisitions"));
+    p.eq("locks", p.locks().len(), before.locks().len());
+}
+
 // ---- 15. bad input ----
 
 /// A failed command: non-zero exit, one line on stderr starting "lockmeter: ", no panic.
