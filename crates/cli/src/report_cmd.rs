@@ -17,7 +17,8 @@ pub(crate) struct ReportArgs {
     /// Sort key: wait, wait-max, hold, hold-max, acquisitions, contended, contention-rate, name.
     #[arg(long, default_value = "wait")]
     sort: SortKey,
-    /// Rows to show (default: 20 in text; every row in json and csv).
+    /// Rows to show (default: 20 in text; every row in json and csv); with --hist or --stacks,
+    /// also the number of locks detailed (default 5).
     #[arg(long, value_name = "N")]
     top: Option<usize>,
     /// Output format: text, json or csv.
