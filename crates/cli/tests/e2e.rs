@@ -176,6 +176,27 @@ fn sixty_four_threads_on_one_lock_lose_and_invent_nothing() {
     p.eq("sum of cpus[].acquisitions", cpus, t * m);
 }
 
+#[test]
+fn robust_pi_adaptive_and_errorcheck_mutexes_under_contention_are_exact() {
+    let s = Scratch::new("kinds");
+    let exe = s.compile("kinds");
+    let (t, m) = (6u64, 5000u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    for name in ["robust_m", "pi_m", "pi_robust", "adaptive_m", "ec_m"] {
+        let l = p.expect_lock(name, "mutex", t * m);
+        p.eq(format!("{name} trylock_failures"), u(l, "trylock_failures"), 0);
+        p.eq(format!("{name} generation"), u(l, "generation"), 1);
+    }
+    p.expect_lock("robust_rec", "mutex", 2 * t * m);
+    // The owner died holding it; 3 waiters; one got EOWNERDEAD (an acquisition).
+    p.expect_lock("owner_dead", "mutex", 4);
+    p.expect_lock("seen_lock", "mutex", 1);
+}
+
 // ---- 3. rwlocks ----
 
 #[test]
@@ -299,6 +320,9 @@ fn a_blocked_acquisition_is_one_contended_acquisition_with_a_wait() {
         ("c_rw_read", "rwlock", 1, 1),
         ("c_rw_write", "rwlock", 1, 1),
         ("c_spin", "spinlock", 0, 0),
+        ("c_robust", "mutex", 0, 0),
+        ("c_robust_rec", "mutex", 0, 0),
+        ("c_pi", "mutex", 0, 0),
     ] {
         let l = p.expect_lock(name, kind, 2);
         p.eq(format!("{name} contended"), u(l, "contended"), 1);
@@ -326,10 +350,10 @@ fn a_blocked_acquisition_is_one_contended_acquisition_with_a_wait() {
             format!("{name}: hold_ns_max {hold_max} >= 100 ms and < the run"),
         );
     }
-    for name in ["c_mutex", "c_timed", "c_spin"] {
+    for name in ["c_mutex", "c_timed", "c_spin", "c_robust", "c_robust_rec", "c_pi"] {
         p.eq(format!("{name} owner_changes"), u(p.lock(name), "owner_changes"), 1);
     }
-    p.eq("totals.contended", p.totals("contended"), 5);
+    p.eq("totals.contended", p.totals("contended"), 8);
 }
 
 #[test]
