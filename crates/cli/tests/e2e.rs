@@ -637,6 +637,36 @@ fn sigterm_while_threads_are_locking_writes_a_consistent_profile() {
 }
 
 #[test]
+fn sighup_writes_the_profile_and_exits_129() {
+    check_signal_end("hup", libc::SIGHUP);
+}
+
+#[test]
+fn a_program_sigterm_handler_is_left_alone() {
+    let s = Scratch::new("termhandler");
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["termhandler", "100", "2"]);
+    ran.expect_code(5);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.expect_end("_exit", None);
+    p.expect_lock("end_lock", "mutex", 200);
+}
+
+#[test]
+fn abort_passes_its_status_and_run_says_why_there_is_no_profile() {
+    // SIGABRT is not one of the signals the collector writes a profile at (SIGTERM, SIGINT,
+    // SIGHUP): no profile, and run must not blame another cause.
+    let s = Scratch::new("abort");
+    let exe = s.compile("ending");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["abort", "100", "1"]);
+    ran.expect_code(134);
+    assert!(!s.path("p.lmp").exists(), "{ran}");
+    assert!(ran.stderr.contains("signal 6"), "{ran}");
+    assert!(!ran.stderr.contains("SIGKILL"), "run blames SIGKILL for a SIGABRT\n{ran}");
+    assert!(!ran.stderr.contains("panicked"), "{ran}");
+}
+
+#[test]
 fn sigterm_sent_to_lockmeter_reaches_the_program() {
     use std::io::BufRead;
     let s = Scratch::new("signal-forward");

@@ -1,7 +1,9 @@
 /* How a process ends. argv: MODE N [THREADS].
  * Takes end_lock N times in the main thread (and N times in each of THREADS-1 helper threads,
  * joined first), then ends by MODE:
- *   exit7: exit(7)   _exit3: _exit(3)   chdir: chdir("/") then exit(0)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
+ *   exit7: exit(7)   _exit3: _exit(3)   chdir: chdir("/") then exit(0)
+ *   hup: raise(SIGHUP)   abort: abort()
+ *   termhandler: installs its own SIGTERM handler (which calls _exit(5)), then raise(SIGTERM)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
  *   wait: prints "ready", then waits for a signal (pause)
  *   termbusy: starts THREADS threads that lock end_lock in a loop forever, lets them run
  *     100 ms, then raise(SIGTERM) while they are locking */
@@ -11,6 +13,11 @@
 
 pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
 static long n;
+
+static void on_term(int sig) {
+    (void)sig;
+    _exit(5);
+}
 
 static void *spinner(void *arg) {
     (void)arg;
@@ -54,6 +61,12 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "term")) raise(SIGTERM);
     if (!strcmp(mode, "int")) kill(getpid(), SIGINT);
+    if (!strcmp(mode, "hup")) raise(SIGHUP);
+    if (!strcmp(mode, "abort")) abort();
+    if (!strcmp(mode, "termhandler")) {
+        signal(SIGTERM, on_term);
+        raise(SIGTERM);
+    }
     if (!strcmp(mode, "wait")) {
         printf("ready\n");
         fflush(stdout);
