@@ -149,6 +149,79 @@ fn stack_options_keep_the_counts() {
     }
 }
 
+/// Rows of a CSV report (no quoted commas in these profiles) as maps of column -> cell.
+fn csv_rows(text: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut lines = text.lines();
+    let head: Vec<String> = lines.next().unwrap_or("").split(',').map(str::to_string).collect();
+    lines.map(|l| head.iter().cloned().zip(l.split(',').map(str::to_string)).collect()).collect()
+}
+
+#[test]
+fn report_views_and_formats_agree_on_the_counts() {
+    let s = Scratch::new("views");
+    let exe = s.compile("striped");
+    let (t, m) = (4u64, 800u64);
+    let total = t * m + t * m / 4 + t * m / 2 + t * m;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    let f = s.path("p.lmp");
+    let f = f.to_str().unwrap();
+    let sum = |rows: &[std::collections::HashMap<String, String>]| -> u64 {
+        rows.iter().map(|r| r["acquisitions"].parse::<u64>().unwrap()).sum()
+    };
+    for (by, rows_expected) in [("lock", Some(11)), ("site", None), ("thread", Some(t as usize))] {
+        let r = lockmeter(&s.dir, &["report", f, "--format", "csv", "--by", by]);
+        r.expect_code(0);
+        let rows = csv_rows(&r.stdout);
+        p.eq(format!("csv --by {by}: sum of acquisitions"), sum(&rows), total);
+        if let Some(n) = rows_expected {
+            p.eq(format!("csv --by {by}: rows"), rows.len(), n);
+        }
+    }
+    let r = lockmeter(&s.dir, &["report", f, "--format", "csv", "--by", "cpu"]);
+    r.expect_code(0);
+    p.eq("csv --by cpu: sum of acquisitions", sum(&csv_rows(&r.stdout)), total);
+
+    let r = lockmeter(&s.dir, &["report", f]);
+    r.expect_code(0);
+    assert!(r.stdout.contains("lock_a") && r.stdout.contains("stripes+0x28"), "{r}");
+
+    // --top cuts locks[], not totals.
+    let r = lockmeter(&s.dir, &["report", f, "--format", "json", "--top", "3"]);
+    r.expect_code(0);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    p.eq("--top 3: locks", j["locks"].as_array().map(Vec::len), Some(3));
+    p.eq("--top 3: totals.acquisitions", u(&j["totals"], "acquisitions"), total);
+
+    // --lock filters by name.
+    let r = lockmeter(&s.dir, &["report", f, "--format", "json", "--lock", "stripes"]);
+    r.expect_code(0);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let locks = j["locks"].as_array().cloned().unwrap_or_default();
+    p.eq("--lock stripes: locks", locks.len(), 8);
+    p.eq(
+        "--lock stripes: acquisitions",
+        locks.iter().map(|l| u(l, "acquisitions")).sum::<u64>(),
+        t * m,
+    );
+
+    // --no-symbols: the same counts, no static names.
+    let r = lockmeter(&s.dir, &["report", f, "--format", "json", "--no-symbols"]);
+    r.expect_code(0);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    p.eq("--no-symbols: totals.acquisitions", u(&j["totals"], "acquisitions"), total);
+    let named = j["locks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| {
+            sf(l, "name").is_some_and(|n| n.starts_with("lock_a") || n.starts_with("stripes"))
+        })
+        .count();
+    p.eq("--no-symbols: locks named by symbols", named, 0);
+}
+
 // ---- 2. many threads, one lock ----
 
 #[test]
