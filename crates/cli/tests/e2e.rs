@@ -1305,6 +1305,84 @@ fn report_after_the_program_was_deleted_or_replaced() {
     p.eq("locks", p.locks().len(), before.locks().len());
 }
 
+/// A minimal RFC 4180 CSV parser (quoted fields with commas, quotes and newlines).
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+#[test]
+fn awkward_names_and_a_huge_command_line_survive_every_format() {
+    let s = Scratch::new("weird");
+    let include = workspace().join("include");
+    let exe = s.compile_with("weird", "weird", &["-I", include.to_str().unwrap()]);
+    let big: Vec<String> = (0..2000).map(|i| format!("{i:04}{}", "x".repeat(46))).collect();
+    let mut args: Vec<&str> = vec!["run", "-q", "-o", "p.lmp", "--", exe.to_str().unwrap()];
+    args.extend(big.iter().map(String::as_str));
+    let ran = lockmeter(&s.dir, &args);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    let odd_name = "a,b\"c\nd;<x>&";
+    p.expect_lock(odd_name, "mutex", 8);
+    let long: Vec<&serde_json::Value> =
+        p.locks().iter().filter(|l| sf(l, "name").is_some_and(|n| n.starts_with("ééé"))).collect();
+    p.eq("locks named é...", long.len(), 1);
+    p.eq("long_lock acquisitions", u(long[0], "acquisitions"), 4);
+    let long_name = sf(long[0], "name").unwrap_or("");
+    p.check(long_name.len() <= 130, format!("long name kept short: {} bytes", long_name.len()));
+    p.check(
+        p.threads().iter().any(|t| sf(t, "name").is_some_and(|n| n.ends_with("-bad"))),
+        "the non-UTF-8 thread name is reported (lossily)",
+    );
+    let cmdline = p.header()["cmdline"].as_array().cloned().unwrap_or_default();
+    p.check(cmdline.len() > 1, "header.cmdline kept");
+    for (i, a) in cmdline.iter().skip(1).enumerate() {
+        // Possibly cut short, never wrong.
+        let a = a.as_str().unwrap_or("");
+        p.check(big[i].starts_with(a), format!("cmdline[{}] = {a}", i + 1));
+    }
+
+    let csv = lockmeter(&s.dir, &["report", "p.lmp", "--format", "csv"]);
+    csv.expect_code(0);
+    let rows = parse_csv(&csv.stdout);
+    assert_eq!(rows.len(), 3, "header + 2 locks\n{csv}");
+    let name_col = rows[0].iter().position(|c| c == "name").expect("name column");
+    assert!(rows.iter().any(|r| r[name_col] == odd_name), "{csv}");
+    assert!(rows.iter().all(|r| r.len() == rows[0].len()), "ragged CSV\n{csv}");
+
+    // Text: a lock name must not break the table (no raw newline from a name), and the
+    // header line does not carry a 100 KB command line.
+    let text = lockmeter(&s.dir, &["report", "p.lmp"]);
+    text.expect_code(0);
+    assert!(!text.stdout.contains(odd_name), "raw control characters in the text report\n{text}");
+    let longest = text.stdout.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 2000, "a {longest}-byte line in the text report");
+}
+
 // ---- 15. bad input ----
 
 /// A failed command: non-zero exit, one line on stderr starting "lockmeter: ", no panic.
