@@ -1,5 +1,5 @@
 /* One contended acquisition per lock, by construction: a helper takes the lock, meets main at a
- * barrier, sleeps 100 ms and releases it; main calls the blocking function right after the
+ * barrier, sleeps 200 ms and releases it; main calls the blocking function right after the
  * barrier, so its first attempt finds the lock held.
  *   c_mutex (pthread_mutex_lock), c_timed (pthread_mutex_timedlock, 10 s deadline),
  *   c_rw_read (rdlock against a writer), c_rw_write (wrlock against a reader),
@@ -32,7 +32,7 @@ static void *helper(void *arg) {
     case 7: OK(pthread_mutex_lock(&c_pi)); break;
     }
     pthread_barrier_wait(&bar);
-    usleep(100000);
+    usleep(200000);
     switch (which) {
     case 0: OK(pthread_mutex_unlock(&c_mutex)); break;
     case 1: OK(pthread_mutex_unlock(&c_timed)); break;
