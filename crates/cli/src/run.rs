@@ -118,6 +118,21 @@ pub(crate) fn default_output(stem: &str) -> PathBuf {
         .unwrap_or_default()
 }
 
+/// Fails early, before the program runs, if profiles cannot be written next to `output`.
+fn check_writable(output: &Path) -> Result<()> {
+    let dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let probe = dir.join(format!(".lockmeter-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => {
+            bail!("cannot write the profile in {}: {e}; choose another file with -o", dir.display())
+        }
+    }
+}
+
 /// Which program `cmd` names, as the shell would find it.
 fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
     let p = Path::new(cmd);
@@ -165,7 +180,8 @@ pub(crate) fn metered_command(
                 Hold::Sample(n) => format!("sample:{n}"),
             },
         );
-    if lockmeter_core::clock::tsc_is_invariant() {
+    // The calibration travels to the collector, unless the caller chose a clock themselves.
+    if std::env::var_os("LOCKMETER_CLOCK").is_none() && lockmeter_core::clock::tsc_is_invariant() {
         static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let hz = *HZ.get_or_init(|| lockmeter_core::clock::measure_tsc_hz(30_000_000));
         cmd.env("LOCKMETER_CLOCK", "tsc").env("LOCKMETER_TSC_HZ", hz.to_string());
@@ -188,6 +204,7 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     resolve_program(prog)?;
     let lib = find_preload()?;
     let output = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
+    check_writable(&output)?;
     if output.exists() {
         let mut old = output.clone().into_os_string();
         old.push(".old");

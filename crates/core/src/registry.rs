@@ -37,8 +37,6 @@ pub struct Slot {
     pub holder_thread: AtomicU32,
     /// Stack hash of the current holder's acquisition when it recorded one, else 0.
     pub holder_stack: AtomicU64,
-    /// Offset + 1 of the lock's name in the collector's name arena, 0 when unnamed.
-    pub name: AtomicU32,
     /// Generation + 1 of the identity whose first use was recorded.
     pub first_use: AtomicU32,
 }
@@ -55,7 +53,6 @@ impl Slot {
             holder_site: AtomicU64::new(0),
             holder_thread: AtomicU32::new(0),
             holder_stack: AtomicU64::new(0),
-            name: AtomicU32::new(0),
             first_use: AtomicU32::new(0),
         }
     }
@@ -164,7 +161,6 @@ impl<'a> Registry<'a> {
         s.holder_thread.store(0, Relaxed);
         s.holder_site.store(0, Relaxed);
         s.holder_stack.store(0, Relaxed);
-        s.name.store(0, Relaxed);
         Some(s.gen_.fetch_add(1, Relaxed).wrapping_add(1))
     }
 

@@ -305,14 +305,10 @@ impl fmt::Display for FileError {
     }
 }
 
-impl std::error::Error for FileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            FileErrorKind::Io(e) => Some(e),
-            FileErrorKind::Format(e) => Some(e),
-        }
-    }
-}
+/// The message already says everything (file, offset, cause, what to do), so `source()` is
+/// `None`: error reporters that print the chain (`anyhow`'s `{:#}`) do not repeat the cause. The
+/// cause stays available in [`FileError::kind`].
+impl std::error::Error for FileError {}
 
 /// Reads a profile file.
 pub fn read_profile_file(path: &Path) -> Result<Profile, FileError> {

@@ -303,21 +303,18 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             if failed {
                 return;
             }
-            let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k.lock);
+            let (slot_idx, gen_, _, mode) = crate::meter::unkey(k.lock);
             let pair = ((slot_idx as u64) << 32) | gen_ as u64;
-            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
-                return;
-            };
+            let Some(mode) = Mode::from_u8(mode) else { return };
             if pair == calib {
                 return;
             }
             let Some(stack) = stack_ids.find(k.stack) else { return };
-            let Some((id, new)) = ids.get(pair) else { return };
+            // Only locks with recorded acquisitions are listed; the others are counted as
+            // dropped, and their events (a first use, say) go with them.
+            let Some(id) = ids.find(pair) else { return };
             if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
                 failed |= write_thread(b, enc, sh).is_none();
-            }
-            if new {
-                failed |= write_lock(enc, reg, id, slot_idx, gen_, kind).is_err();
             }
             let ev = lockmeter_format::Event {
                 thread: sh.index,
@@ -388,7 +385,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     Some(())
 }
 
-/// Writes a lock identity, with the name the program gave it (current generation only).
+/// Writes a lock identity, with the name the program gave it.
 fn write_lock(
     enc: &mut Enc,
     reg: &lockmeter_core::registry::Registry<'static>,
@@ -397,14 +394,8 @@ fn write_lock(
     gen_: u32,
     kind: LockKind,
 ) -> Result<(), lockmeter_format::EncodeError> {
-    let slot = reg.slot(slot_idx);
-    let addr = slot.map(|s| s.addr()).unwrap_or(0);
-    let name = slot
-        .filter(|s| s.generation() == gen_)
-        .map(|s| s.name.load(Acquire))
-        .filter(|&n| n != 0)
-        .and_then(crate::names::get);
-    enc.lock(id, addr, gen_, kind, name)
+    let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
+    enc.lock(id, addr, gen_, kind, crate::names::get(slot_idx, gen_))
 }
 
 /// Writes a thread's record (only threads with records are listed: the constructor's

@@ -6,7 +6,7 @@
 //! [`crate::meter`], which returns exactly what the real function returned and leaves `errno` as
 //! the real function left it.
 
-use crate::meter::{self, How};
+use crate::meter;
 use crate::real;
 use crate::state::{enter, leave};
 use core::ffi::{c_char, c_int};
@@ -424,25 +424,17 @@ pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_i
 fn cond_common(m: usize, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = enter() else { return wait() };
     let t0 = clock::now();
-    if let Some(i) = meter::find_held(&cx, m) {
-        let wanted = meter::releasing(&cx, i);
-        meter::released(&cx, i, t0, wanted);
-    }
+    // The release and re-acquisition are recorded after the call, and only if glibc did them:
+    // a wait that fails (EPERM, EINVAL) neither released nor re-acquired the mutex.
     meter::cond_begin(&cx, m, site, t0);
     leave(cx);
     let r = wait();
     let t1 = clock::now();
     if let Some(cx) = enter() {
         meter::cond_end(&cx);
-        meter::acquired(
-            &cx,
-            m,
-            LockKind::Mutex,
-            Mode::Exclusive,
-            site,
-            How::CondWait { t0, t1 },
-            None,
-        );
+        if r == 0 || r == libc::ETIMEDOUT || r == libc::EOWNERDEAD {
+            meter::cond_reacquired(&cx, m, site, t0, t1);
+        }
         leave(cx);
     }
     r

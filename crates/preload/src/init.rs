@@ -124,7 +124,7 @@ fn calibrate_overhead() {
     let addr = mp as usize;
     let site = calibrate_overhead as *const () as usize;
     // No stacks for the calibration lock.
-    let frames = CFG.frames.swap(0, Relaxed);
+    state::CALIBRATING.store(true, Relaxed);
     STATE.store(state::READY, Release);
     let mut best_raw = u64::MAX;
     let mut best_metered = u64::MAX;
@@ -157,7 +157,7 @@ fn calibrate_overhead() {
         best_metered = best_metered.min(t2 - t1);
     }
     STATE.store(state::UNINIT, Release);
-    CFG.frames.store(frames, Relaxed);
+    state::CALIBRATING.store(false, Relaxed);
     dump::NS_PER_PAIR.store(best_metered.saturating_sub(best_raw) / N, Relaxed);
     // Leave the calibration out: skip its identity, start a new one at this address, and clear
     // the per-CPU counts it made (no other thread of ours has metered yet).

@@ -73,7 +73,8 @@ fn lookup(
     }
     let Some(entry) = cx.shard.table.get(key(idx, gen_, kind, mode), site as u64) else {
         cx.shard.dropped.add(1);
-        reg.note_unrecorded(addr as u64);
+        // A lock identity is (address, generation): count identities, not addresses.
+        reg.note_unrecorded(addr as u64 ^ (gen_ as u64).rotate_right(17));
         return None;
     };
     if let Some(c) = p.cache.get_mut(ci) {
@@ -96,6 +97,9 @@ const MAX_FIRST_USES: u32 = 4096;
 /// identity: the thread that first marks the slot with this generation does it.
 #[cold]
 fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize) {
+    if crate::state::CALIBRATING.load(Relaxed) {
+        return;
+    }
     let mark = slot.generation().wrapping_add(1);
     if slot.first_use.load(Relaxed) == mark || slot.first_use.swap(mark, AcqRel) == mark {
         return;
@@ -330,14 +334,44 @@ pub(crate) fn acquired(
     } else {
         0
     };
-    // SAFETY: busy flag held, as in `lookup`.
+    push_held(cx, Held { addr, entry: st, slot, t_acq, mode: mode as u8 }, kind);
+}
+
+/// Whether the mutex at `addr` is recursive (glibc: the low bits of `__kind`, the `int` at offset
+/// 16, are `PTHREAD_MUTEX_RECURSIVE_NP`).
+#[inline(always)]
+fn is_recursive_mutex(addr: usize) -> bool {
+    // SAFETY: `addr` is a mutex the caller just acquired: initialized and mapped.
+    let kind = unsafe { core::ptr::read_volatile((addr as *const i32).add(4)) };
+    kind & 3 == 1
+}
+
+/// Pushes a hold on the thread's held stack.
+///
+/// A thread cannot hold a non-recursive lock twice: if the lock is already on its stack, that
+/// entry is stale (another thread unlocked it, a hand-off glibc allows for normal mutexes) and is
+/// replaced. A full stack gives up its oldest entry (that hold goes untimed, and is counted).
+#[inline(always)]
+fn push_held(cx: &Cx, h: Held, kind: LockKind) {
+    // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
-    match p.held.get_mut(p.held_len) {
-        Some(h) => {
-            *h = Held { addr, entry: st, slot, t_acq, mode: mode as u8 };
-            p.held_len += 1;
-        }
-        None => cx.shard.held_overflow.add(1),
+    if p.held_len > 0
+        && h.mode != Mode::Read as u8
+        && !(kind == LockKind::Mutex && is_recursive_mutex(h.addr))
+        && let Some(i) =
+            p.held.get(..p.held_len).and_then(|hs| hs.iter().rposition(|x| x.addr == h.addr))
+    {
+        p.held.copy_within(i + 1..p.held_len, i);
+        p.held_len -= 1;
+    }
+    if p.held_len >= p.held.len() {
+        p.held.copy_within(1.., 0);
+        p.held_len -= 1;
+        cx.shard.held_overflow.add(1);
+    }
+    if let Some(slot) = p.held.get_mut(p.held_len) {
+        *slot = h;
+        p.held_len += 1;
     }
 }
 
@@ -440,7 +474,7 @@ pub(crate) fn lock_with(
     try_lock: impl FnOnce() -> c_int,
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(cx) = crate::state::enter() else { return lock() };
+    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
     let r = try_lock();
     let r = if r == libc::ENOTRECOVERABLE {
         // What the blocking call would answer too (and it must not be called: glibc's trylock
@@ -488,7 +522,7 @@ pub(crate) fn lock_peek(
     held_by_other: impl FnOnce(u32) -> bool,
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(cx) = crate::state::enter() else { return lock() };
+    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
     let r = if held_by_other(cx.shard.tid) {
         let slot = wait_begin(addr, kind);
         let who = Contention::gather(&cx, slot, site);
@@ -522,7 +556,7 @@ pub(crate) fn trylock_with(
     site: usize,
     try_lock: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(cx) = crate::state::enter() else { return try_lock() };
+    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(try_lock()) };
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
         acquired(&cx, addr, kind, mode, site, How::Immediate, None);
@@ -533,14 +567,24 @@ pub(crate) fn trylock_with(
     r
 }
 
-/// Notes that this thread enters a condvar wait on mutex `addr`.
+/// Notes that this thread enters a condvar wait on mutex `addr` at `t0`, and whether another
+/// thread wanted the mutex then (for `cnt_hold` of the hold that the wait ends).
 #[inline(always)]
 pub(crate) fn cond_begin(cx: &Cx, addr: usize, site: usize, t0: u64) {
+    let wanted = find_held(cx, addr).is_some_and(|i| {
+        // SAFETY: busy flag held.
+        let p = unsafe { cx.private() };
+        // SAFETY: registry slots are never unmapped.
+        p.held
+            .get(i)
+            .is_some_and(|h| !h.slot.is_null() && unsafe { &*h.slot }.wanted.load(Relaxed) != 0)
+    });
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
     p.cond_addr = addr;
     p.cond_site = site;
     p.cond_t0 = t0;
+    p.cond_wanted = wanted;
 }
 
 /// The condvar wait returned normally.
@@ -550,37 +594,41 @@ pub(crate) fn cond_end(cx: &Cx) {
     unsafe { cx.private() }.cond_addr = 0;
 }
 
-/// An unlock of a mutex not on the held stack: if this thread was cancelled inside a condvar wait
-/// on it, glibc re-acquired it while unwinding; record that acquisition now. Returns the held
-/// index it was pushed at.
+/// A condvar wait released mutex `addr` at `t0` and re-acquired it at `t1`: ends the hold that
+/// was on the held stack, and records the re-acquisition (condvar wait, kept apart from lock
+/// wait).
+pub(crate) fn cond_reacquired(cx: &Cx, addr: usize, site: usize, t0: u64, t1: u64) {
+    // SAFETY: busy flag held.
+    let wanted = unsafe { cx.private() }.cond_wanted;
+    if let Some(i) = find_held(cx, addr) {
+        releasing(cx, i);
+        released(cx, i, t0, wanted);
+    }
+    acquired(cx, addr, LockKind::Mutex, Mode::Exclusive, site, How::CondWait { t0, t1 }, None);
+}
+
+/// An unlock of the mutex of a condvar wait this thread is still in: the thread was cancelled
+/// inside the wait, and glibc re-acquired the mutex while unwinding. Records that now.
 #[cold]
-fn cancelled_cond_reacquire(cx: &Cx, addr: usize) -> Option<usize> {
+fn cancelled_cond_reacquire(cx: &Cx, addr: usize) {
     let (site, t0) = {
-        // SAFETY: busy flag held; the borrow ends before `acquired` takes its own.
+        // SAFETY: busy flag held; the borrow ends before `cond_reacquired` takes its own.
         let p = unsafe { cx.private() };
-        if p.cond_addr != addr || addr == 0 {
-            return None;
-        }
         p.cond_addr = 0;
         (p.cond_site, p.cond_t0)
     };
-    acquired(
-        cx,
-        addr,
-        LockKind::Mutex,
-        Mode::Exclusive,
-        site,
-        How::CondWait { t0, t1: clock::now() },
-        None,
-    );
-    find_held(cx, addr)
+    cond_reacquired(cx, addr, site, t0, clock::now());
 }
 
 /// An unlock.
 #[inline(always)]
 pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return unlock() };
-    let Some(i) = find_held(&cx, addr).or_else(|| cancelled_cond_reacquire(&cx, addr)) else {
+    // SAFETY: busy flag held.
+    if unsafe { cx.private() }.cond_addr == addr {
+        cancelled_cond_reacquire(&cx, addr);
+    }
+    let Some(i) = find_held(&cx, addr) else {
         crate::state::leave(cx);
         return unlock();
     };

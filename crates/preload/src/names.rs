@@ -1,8 +1,9 @@
 //! Names the program gives its locks: `lockmeter_name_lock(lock, name)` (see `include/lockmeter.h`).
 //!
-//! Names are copied into an append-only arena mapped at start-up; a registry slot keeps the
-//! offset. A name belongs to the lock identity it was given to: `*_init` and `*_destroy` start a
-//! new identity and clear it.
+//! A name belongs to the lock identity (address and generation) it was given to, so the name of
+//! a lock that was destroyed long before the end still appears in the profile. Names are appended
+//! to an arena mapped at start-up as `[slot u32][generation u32][len u8][bytes]` entries; the
+//! last name given to an identity wins.
 
 use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
@@ -10,11 +11,16 @@ use lockmeter_core::LockKind;
 
 /// Arena size: room for thousands of names.
 const ARENA: usize = 1 << 20;
-/// Longest name kept (bytes, without the NUL).
+/// Longest name kept (bytes).
 const MAX_NAME: usize = 127;
+/// Bytes before the name in an entry.
+const ENTRY_HEAD: usize = 9;
 
 static BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+/// Bytes reserved so far.
 static USED: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of complete entries (readers stop here).
+static DONE: AtomicUsize = AtomicUsize::new(0);
 
 /// Maps the arena (constructor).
 pub(crate) fn init() {
@@ -25,22 +31,35 @@ pub(crate) fn init() {
     }
 }
 
-/// The name stored at `off` (an offset + 1 from a registry slot), if any.
-pub(crate) fn get(off: u32) -> Option<&'static [u8]> {
+/// The last name given to lock identity (`slot`, `generation`), if any.
+pub(crate) fn get(slot: u32, generation: u32) -> Option<&'static [u8]> {
     let base = BASE.load(Acquire);
-    let off = (off as usize).checked_sub(1)?;
-    if base.is_null() || off >= ARENA {
+    if base.is_null() {
         return None;
     }
-    // SAFETY: the arena is mapped for the life of the process and `off` is inside it; names are
-    // written completely before their offset is published (Release in `name_lock`).
-    let tail = unsafe { core::slice::from_raw_parts(base.add(off), ARENA - off) };
-    let n = tail.iter().position(|&c| c == 0).unwrap_or(0);
-    tail.get(..n)
+    let done = DONE.load(Acquire).min(ARENA);
+    // SAFETY: the arena is mapped for the life of the process; [0, done) holds complete entries.
+    let arena = unsafe { core::slice::from_raw_parts(base, done) };
+    let mut found = None;
+    let mut pos = 0;
+    while let Some(head) = arena.get(pos..pos + ENTRY_HEAD) {
+        let s = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let g = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        let len = head[8] as usize;
+        if len == 0 {
+            break; // a reserved entry whose writer has not finished
+        }
+        let name = arena.get(pos + ENTRY_HEAD..pos + ENTRY_HEAD + len)?;
+        if s == slot && g == generation {
+            found = Some(name);
+        }
+        pos += ENTRY_HEAD + len;
+    }
+    found
 }
 
-/// Gives the lock at `lock` a name for the reports. Harmless on any pointer; a null or empty name
-/// clears it.
+/// Gives the lock at `lock` a name for the reports. Harmless on any pointer; a null or empty
+/// name is ignored.
 ///
 /// # Safety
 /// `name` is null or a NUL-terminated string.
@@ -52,30 +71,38 @@ pub unsafe extern "C" fn lockmeter_name_lock(lock: *const c_void, name: *const c
     crate::sys::set_errno(saved);
 }
 
+/// # Safety
+/// `name` is null or a NUL-terminated string.
 unsafe fn name_lock(lock: *const c_void, name: *const c_char) {
-    let Some(reg) = crate::state::registry() else { return };
-    let Some((_, slot)) = reg.lookup(lock as u64, LockKind::Mutex) else { return };
     if name.is_null() {
-        slot.name.store(0, Release);
         return;
     }
+    let Some(reg) = crate::state::registry() else { return };
+    let Some((idx, slot)) = reg.lookup(lock as u64, LockKind::Mutex) else { return };
     // SAFETY: the caller passes a NUL-terminated string.
     let bytes = unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes();
     let bytes = bytes.get(..bytes.len().min(MAX_NAME)).unwrap_or(&[]);
-    if bytes.is_empty() {
-        slot.name.store(0, Release);
+    let base = BASE.load(Acquire);
+    if bytes.is_empty() || base.is_null() {
         return;
     }
-    let base = BASE.load(Acquire);
-    let need = bytes.len() + 1;
+    let need = ENTRY_HEAD + bytes.len();
     let off = USED.fetch_add(need, Relaxed);
-    if base.is_null() || off + need > ARENA {
+    if off + need > ARENA {
         return;
     }
     // SAFETY: [off, off + need) is inside the arena and reserved for us by the fetch_add.
-    unsafe {
-        core::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(off), bytes.len());
-        *base.add(off + bytes.len()) = 0;
+    let entry = unsafe { core::slice::from_raw_parts_mut(base.add(off), need) };
+    entry[0..4].copy_from_slice(&idx.to_le_bytes());
+    entry[4..8].copy_from_slice(&slot.generation().to_le_bytes());
+    entry[ENTRY_HEAD..].copy_from_slice(bytes);
+    entry[8] = bytes.len() as u8;
+    // Publish in order: entries before ours are complete first (names are given rarely, so
+    // this waits briefly at most; bounded, in case an earlier writer never finishes).
+    for _ in 0..10_000_000u32 {
+        if DONE.compare_exchange_weak(off, off + need, AcqRel, Relaxed).is_ok() {
+            break;
+        }
+        core::hint::spin_loop();
     }
-    slot.name.store(off as u32 + 1, Release);
 }

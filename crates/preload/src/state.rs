@@ -9,6 +9,7 @@
 
 use crate::sys;
 use core::cell::{Cell, UnsafeCell};
+use core::ffi::c_int;
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use lockmeter_core::Counter;
 use lockmeter_core::clock::Calibration;
@@ -26,6 +27,9 @@ pub(crate) const DONE: u8 = 2;
 pub(crate) const DISABLED: u8 = 3;
 
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// Set while the constructor meters its calibration lock (no first-use stacks for it).
+pub(crate) static CALIBRATING: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
 
 /// Most threads that get a shard (hard limit of `LOCKMETER_THREADS`).
 pub(crate) const MAX_THREADS: usize = 16384;
@@ -159,6 +163,7 @@ pub(crate) struct Private {
     pub(crate) cond_addr: usize,
     pub(crate) cond_site: usize,
     pub(crate) cond_t0: u64,
+    pub(crate) cond_wanted: bool,
     /// This thread's unwind cache (null: no stacks for this thread).
     pub(crate) unwind_cache: *mut crate::unwind::TheCache,
     /// Counts acquisitions for stack sampling.
@@ -369,7 +374,6 @@ pub(crate) fn enter() -> Option<Cx> {
     let mut sp = t.shard.get();
     if sp.is_null() {
         if t.refused.get() {
-            ACQ_NO_SHARD.fetch_add(1, Relaxed);
             return None;
         }
         t.busy.set(true);
@@ -377,7 +381,6 @@ pub(crate) fn enter() -> Option<Cx> {
         t.busy.set(false);
         if sp.is_null() {
             t.refused.set(true);
-            ACQ_NO_SHARD.fetch_add(1, Relaxed);
             return None;
         }
         t.shard.set(sp);
@@ -385,6 +388,20 @@ pub(crate) fn enter() -> Option<Cx> {
     t.busy.set(true);
     // SAFETY: shards are never unmapped.
     Some(Cx { tls, shard: unsafe { &*sp } })
+}
+
+/// Passes through the result `r` of an acquisition made without metering, counting it as not
+/// recorded when the thread was refused a table (and only then: before start-up, after the
+/// profile was written, or re-entered, an acquisition is outside metering, not lost).
+#[inline(always)]
+pub(crate) fn unmetered(r: c_int) -> c_int {
+    if (r == 0 || r == libc::EOWNERDEAD)
+        && STATE.load(Relaxed) == READY
+        && tls().is_some_and(|t| t.refused.get() && !t.busy.get())
+    {
+        ACQ_NO_SHARD.fetch_add(1, Relaxed);
+    }
+    r
 }
 
 /// Leaves metering.
