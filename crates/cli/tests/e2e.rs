@@ -1083,6 +1083,8 @@ fn one_address_reinitialized_as_other_kinds_keeps_identities_apart() {
         p.locks_named("plain").iter().map(|l| (u(l, "generation"), u(l, "acquisitions"))).collect();
     plain.sort();
     p.eq("plain identities (generation, acquisitions)", plain, vec![(1, 7), (2, 8)]);
+    let busy = p.expect_lock("busy_lock", "mutex", 2);
+    p.eq("busy_lock generation (a failed destroy changes nothing)", u(busy, "generation"), 0);
 }
 
 fn check_shlib(s: &Scratch, extra: &[&str], tag: &str) {
@@ -1155,18 +1157,18 @@ fn thread_churn_beyond_the_thread_limit_is_accounted_exactly() {
 
 #[test]
 fn first_use_stacks_fit_in_their_tables() {
-    // A handful of lock identities, one thread: nothing can overflow the stack and event tables,
+    // Six lock identities (reuse.c), one thread: nothing can overflow the stack and event tables,
     // and each identity has its first-use event.
     let s = Scratch::new("first-use");
     let exe = s.compile("reuse");
     let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
     ran.expect_code(0);
     let prof = lockmeter_format::read_profile_file(&s.path("p.lmp")).expect("profile reads");
-    assert_eq!(prof.locks.len(), 5, "{ran}");
-    assert_eq!(prof.dropped.stacks, 0, "dropped.stacks for 5 locks in one thread\n{ran}");
+    assert_eq!(prof.locks.len(), 6, "{ran}");
+    assert_eq!(prof.dropped.stacks, 0, "dropped.stacks for 6 locks in one thread\n{ran}");
     let first_uses =
         prof.events.iter().filter(|e| e.kind == lockmeter_format::EventKind::FirstUse).count();
-    assert_eq!(first_uses, 5, "one first-use event per lock identity: {:?}", prof.events);
+    assert_eq!(first_uses, 6, "one first-use event per lock identity: {:?}", prof.events);
 }
 
 #[test]

@@ -3,7 +3,9 @@
  *   generation 3: rwlock, 20 read acquisitions + 5 write, destroyed (4)
  *   generation 5: mutex (recursive), 30 acquisitions, not destroyed.
  * `plain` is re-initialized without being destroyed in between: generations 1 and 2, 7 and 8
- * acquisitions. */
+ * acquisitions.
+ * `busy_lock` (static initializer): destroyed while locked -> EBUSY (no new identity), then
+ * used on: one identity, generation 0, 2 acquisitions. */
 #include "e2e_common.h"
 
 union lock_slot {
@@ -11,6 +13,7 @@ union lock_slot {
     pthread_rwlock_t rw;
 } slot;
 pthread_mutex_t plain;
+pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int main(void) {
     OK(pthread_mutex_init(&slot.m, NULL));
@@ -50,6 +53,11 @@ int main(void) {
         OK(pthread_mutex_lock(&plain));
         OK(pthread_mutex_unlock(&plain));
     }
+    OK(pthread_mutex_lock(&busy_lock));
+    EXPECT(pthread_mutex_destroy(&busy_lock), EBUSY);
+    OK(pthread_mutex_unlock(&busy_lock));
+    OK(pthread_mutex_lock(&busy_lock));
+    OK(pthread_mutex_unlock(&busy_lock));
     printf("ok\n");
     return 0;
 }
