@@ -34,6 +34,8 @@ pub(crate) static START_MONO_NS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static START_TICKS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_STACK: AtomicU64 = AtomicU64::new(0);
+/// This image's number within the pid (0, then +1 after each exec).
+pub(crate) static IMAGE_SEQ: AtomicU32 = AtomicU32::new(0);
 /// Registry slot and generation of the calibration lock, left out of the profile.
 pub(crate) static CALIB_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -240,7 +242,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         pid,
         // SAFETY: getppid has no preconditions.
         ppid: unsafe { libc::getppid() } as u32,
-        image_seq: 0,
+        image_seq: IMAGE_SEQ.load(Relaxed),
         cmdline,
         exe,
         start_unix_ns: START_UNIX_NS.load(Relaxed),
@@ -548,6 +550,65 @@ impl IdMap {
     }
 }
 
+/// Room for the environment passed to an exec.
+const EXEC_ENV_MAX: usize = 16384;
+const SEQ_VAR: &[u8] = b"LOCKMETER_IMAGE_SEQ=";
+
+struct ExecEnv {
+    ptrs: [*const core::ffi::c_char; EXEC_ENV_MAX],
+    var: [u8; 48],
+}
+
+struct SharedEnv(UnsafeCell<ExecEnv>);
+// SAFETY: only the thread that sets EXEC_BUSY from false to true touches it.
+unsafe impl Sync for SharedEnv {}
+
+static EXEC_ENV: SharedEnv =
+    SharedEnv(UnsafeCell::new(ExecEnv { ptrs: [core::ptr::null(); EXEC_ENV_MAX], var: [0; 48] }));
+static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
+
+/// `envp` with `LOCKMETER_IMAGE_SEQ=<next>` in front (any older one left out), built in a static
+/// array; `envp` itself if metering is off, another thread is exec-ing, or it does not fit.
+pub(crate) fn env_with_image_seq(
+    envp: *const *const core::ffi::c_char,
+) -> *const *const core::ffi::c_char {
+    if envp.is_null() || EXEC_BUSY.swap(true, Acquire) {
+        return envp;
+    }
+    // SAFETY: we own EXEC_ENV (EXEC_BUSY).
+    let env = unsafe { &mut *EXEC_ENV.0.get() };
+    let mut v = PathBuf::new();
+    v.push(SEQ_VAR).push_u64(IMAGE_SEQ.load(Relaxed) as u64 + 1);
+    let bytes = v.bytes();
+    let n = bytes.len().min(env.var.len() - 1);
+    env.var[..n].copy_from_slice(&bytes[..n]);
+    env.var[n] = 0;
+    env.ptrs[0] = env.var.as_ptr().cast();
+    let mut out = 1;
+    let mut i = 0;
+    loop {
+        // SAFETY: `envp` is a NULL-terminated array of C strings (the exec contract).
+        let e = unsafe { *envp.add(i) };
+        if e.is_null() {
+            break;
+        }
+        i += 1;
+        // SAFETY: `e` is a NUL-terminated string.
+        let s = unsafe { core::ffi::CStr::from_ptr(e) }.to_bytes();
+        if s.starts_with(SEQ_VAR) {
+            continue;
+        }
+        if out + 1 >= EXEC_ENV_MAX {
+            EXEC_BUSY.store(false, Release);
+            return envp;
+        }
+        env.ptrs[out] = e;
+        out += 1;
+    }
+    env.ptrs[out] = core::ptr::null();
+    env.ptrs.as_ptr()
+}
+
 /// Before an exec: writes the profile. Returns whether one was written (to withdraw on failure).
 pub(crate) fn before_exec() -> bool {
     write_profile(End::Exec)
@@ -555,6 +616,7 @@ pub(crate) fn before_exec() -> bool {
 
 /// The exec failed: withdraws the profile just written and goes on metering.
 pub(crate) fn exec_failed(written: bool) {
+    EXEC_BUSY.store(false, Release);
     if !written {
         return;
     }
@@ -572,6 +634,8 @@ pub(crate) fn reset_for_child() {
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Relaxed);
     IS_ROOT.store(false, Relaxed);
+    IMAGE_SEQ.store(0, Relaxed);
+    EXEC_BUSY.store(false, Relaxed);
     START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
     START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
     START_TICKS.store(clock::now(), Relaxed);

@@ -506,14 +506,26 @@ pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
 }
 
 /// Runs an exec call with the profile written first; if the exec fails, the written profile is
-/// withdrawn and metering goes on, with `errno` as the exec left it.
-fn exec_common(f: impl FnOnce() -> c_int) -> c_int {
+/// withdrawn and metering goes on, with `errno` as the exec left it. `f` gets the environment to
+/// pass: `envp` plus `LOCKMETER_IMAGE_SEQ`, so that the new image knows its place in the pid.
+fn exec_common(envp: *const *const c_char, f: impl FnOnce(*const *const c_char) -> c_int) -> c_int {
     let token = crate::dump::before_exec();
-    let r = f();
+    let env = crate::dump::env_with_image_seq(envp);
+    let r = f(env);
     let e = crate::sys::errno();
     crate::dump::exec_failed(token);
     crate::sys::set_errno(e);
     r
+}
+
+unsafe extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// The process environment.
+fn current_env() -> *const *const c_char {
+    // SAFETY: reading the libc global `environ` (a pointer), as exec* itself does.
+    unsafe { environ }
 }
 
 /// Interposed `execve`.
@@ -527,7 +539,7 @@ pub unsafe extern "C" fn execve(
     e: *const *const c_char,
 ) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
-    exec_common(|| unsafe { real::execve(p, a, e) })
+    exec_common(e, |e| unsafe { real::execve(p, a, e) })
 }
 
 /// Interposed `execv`.
@@ -536,8 +548,8 @@ pub unsafe extern "C" fn execve(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(p: *const c_char, a: *const *const c_char) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    exec_common(|| unsafe { real::execv(p, a) })
+    // SAFETY: forwarded with the caller's arguments; execv is execve with `environ`.
+    exec_common(current_env(), |e| unsafe { real::execve(p, a, e) })
 }
 
 /// Interposed `execvp`.
@@ -546,8 +558,8 @@ pub unsafe extern "C" fn execv(p: *const c_char, a: *const *const c_char) -> c_i
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(p: *const c_char, a: *const *const c_char) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    exec_common(|| unsafe { real::execvp(p, a) })
+    // SAFETY: forwarded with the caller's arguments; execvp is execvpe with `environ`.
+    exec_common(current_env(), |e| unsafe { real::execvpe(p, a, e) })
 }
 
 /// Interposed `execvpe`.
@@ -561,7 +573,7 @@ pub unsafe extern "C" fn execvpe(
     e: *const *const c_char,
 ) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
-    exec_common(|| unsafe { real::execvpe(p, a, e) })
+    exec_common(e, |e| unsafe { real::execvpe(p, a, e) })
 }
 
 /// Interposed `fexecve`.
@@ -575,7 +587,7 @@ pub unsafe extern "C" fn fexecve(
     e: *const *const c_char,
 ) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
-    exec_common(|| unsafe { real::fexecve(fd, a, e) })
+    exec_common(e, |e| unsafe { real::fexecve(fd, a, e) })
 }
 
 /// Interposed `execveat`.
@@ -591,7 +603,7 @@ pub unsafe extern "C" fn execveat(
     f: c_int,
 ) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
-    exec_common(|| unsafe { real::execveat(fd, p, a, e, f) })
+    exec_common(e, |e| unsafe { real::execveat(fd, p, a, e, f) })
 }
 
 // ---- execl, execlp, execle: variadic, so a trampoline spills the argument registers ----
@@ -697,7 +709,7 @@ unsafe extern "C" fn imp_execl(regs: *const usize) -> c_int {
     // SAFETY: slot 0 is the path argument.
     let path = unsafe { va.get(0) } as *const c_char;
     // SAFETY: a NULL-terminated argument vector built from the caller's arguments.
-    exec_common(|| unsafe { real::execv(path, argv.as_ptr()) })
+    exec_common(current_env(), |e| unsafe { real::execve(path, argv.as_ptr(), e) })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -711,7 +723,7 @@ unsafe extern "C" fn imp_execlp(regs: *const usize) -> c_int {
     // SAFETY: slot 0 is the file argument.
     let file = unsafe { va.get(0) } as *const c_char;
     // SAFETY: as in `imp_execl`.
-    exec_common(|| unsafe { real::execvp(file, argv.as_ptr()) })
+    exec_common(current_env(), |e| unsafe { real::execvpe(file, argv.as_ptr(), e) })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -725,5 +737,5 @@ unsafe extern "C" fn imp_execle(regs: *const usize) -> c_int {
     // SAFETY: slot 0 is the path argument.
     let path = unsafe { va.get(0) } as *const c_char;
     // SAFETY: as in `imp_execl`.
-    exec_common(|| unsafe { real::execve(path, argv.as_ptr(), envp) })
+    exec_common(envp, |e| unsafe { real::execve(path, argv.as_ptr(), e) })
 }

@@ -82,6 +82,14 @@ fn init_inner() {
     // Under `lockmeter run` the root process is the one whose parent is `run`; with a plain
     // LD_PRELOAD every process tries the plain name first (without overwriting).
     dump::IS_ROOT.store(root.is_none_or(|r| r == ppid), Relaxed);
+    // The image number the exec that started us passed on; then forget it, so that processes we
+    // start without exec-ing ourselves (posix_spawn, system) start at 0.
+    if let Some(seq) = getenv(c"LOCKMETER_IMAGE_SEQ").and_then(sys::parse_u64) {
+        dump::IMAGE_SEQ.store(seq as u32, Relaxed);
+        // SAFETY: the constructor runs before any other thread of the program; the name is
+        // NUL-terminated.
+        unsafe { libc::unsetenv(c"LOCKMETER_IMAGE_SEQ".as_ptr()) };
+    }
     if let Some(out) = getenv(c"LOCKMETER_OUTPUT").filter(|o| !o.is_empty()) {
         dump::set_output(out);
     }
