@@ -247,6 +247,7 @@ fn sixty_four_threads_on_one_lock_lose_and_invent_nothing() {
     let cpus: u64 =
         p.json["cpus"].as_array().into_iter().flatten().map(|c| u(c, "acquisitions")).sum();
     p.eq("sum of cpus[].acquisitions", cpus, t * m);
+    p.expect_all_holds_timed(&[]);
 }
 
 #[test]
@@ -268,6 +269,7 @@ fn robust_pi_adaptive_and_errorcheck_mutexes_under_contention_are_exact() {
     // The owner died holding it; 3 waiters; one got EOWNERDEAD (an acquisition).
     p.expect_lock("owner_dead", "mutex", 4);
     p.expect_lock("seen_lock", "mutex", 1);
+    p.expect_all_holds_timed(&[("owner_dead", 1)]);
 }
 
 // ---- 3. rwlocks ----
@@ -295,6 +297,7 @@ fn rwlock_read_write_split_and_failures_are_exact() {
     p.eq("threads", p.threads().len(), 2);
     let helper = p.threads().iter().map(|t| u(t, "acquisitions")).min();
     p.eq("the helper thread's acquisitions (1 read + 1 write)", helper, Some(2));
+    p.expect_all_holds_timed(&[]);
 }
 
 // ---- 4. spinlocks ----
@@ -320,6 +323,7 @@ fn spinlocks_are_counted_with_their_kind() {
         p.eq(format!("{name} generation"), u(l, "generation"), 1);
     }
     p.eq("totals.acquisitions", p.totals("acquisitions"), 2 * t * m + 2);
+    p.expect_all_holds_timed(&[]);
 }
 
 // ---- 5. condition variables ----
@@ -360,6 +364,7 @@ fn condvar_waits_reacquire_the_mutex_exactly_once_each() {
     );
     p.check(u(to, "cond_wait_ns") > 0, "to_lock cond_wait_ns > 0");
     p.eq("to_lock contended", u(to, "contended"), 0);
+    p.expect_all_holds_timed(&[]);
 }
 
 #[test]
@@ -468,6 +473,7 @@ fn a_mutex_released_by_another_thread_does_not_poison_hold_timing() {
     let p = Profile::load(&s.path("p.lmp"), &ran);
     p.check_consistency();
     p.expect_lock("handoff_lock", "mutex", n);
+    p.expect_lock("handoff_spin", "spinlock", n);
     let other = p.expect_lock("other_lock", "mutex", k);
     p.eq("other_lock holds_timed", u(other, "holds_timed"), k);
     p.eq("dropped.holds (no thread ever held more than 1 lock)", p.dropped("holds"), 0);
@@ -489,6 +495,7 @@ fn trylock_ebusy_and_timedlock_etimedout_are_exact() {
     p.eq("guard trylock_failures (EBUSY + ETIMEDOUT)", u(g, "trylock_failures"), tries + 3);
     p.eq("guard contended", u(g, "contended"), 0);
     p.eq("guard cnt_hold (the helper's one hold was wanted)", u(g, "cnt_hold"), 1);
+    p.expect_all_holds_timed(&[]);
     p.eq("threads", p.threads().len(), 2);
 }
 
@@ -520,6 +527,8 @@ fn recursive_errorcheck_and_robust_mutexes_behave_as_without_the_preload() {
     p.eq("rw write_acquisitions", u(rw, "write_acquisitions"), n);
     p.eq("rw trylock_failures (EDEADLK is no failed trylock)", u(rw, "trylock_failures"), 0);
     p.eq("bad_lock (EINVAL) acquisitions", p.acq("bad_lock"), 0);
+    // robust_lock: the thread that died holding it never released its hold.
+    p.expect_all_holds_timed(&[("robust_lock", 1)]);
 }
 
 #[test]
@@ -599,6 +608,8 @@ fn fork_children_get_their_own_exact_profiles() {
     p1.eq("child 1 threads", p1.threads().len(), 1);
     p1.expect_lock("held_lock", "mutex", 5);
     p1.eq("child 1 totals", p1.totals("acquisitions"), child + child / 2 + 5);
+    p1.expect_all_holds_timed(&[]);
+    parent.expect_all_holds_timed(&[]);
 
     let f2 = s.path(&format!("p.lmp.{c2}"));
     let p2 = Profile::load(&f2, &ran);
@@ -1093,6 +1104,7 @@ fn one_address_reinitialized_as_other_kinds_keeps_identities_apart() {
     p.eq("plain identities (generation, acquisitions)", plain, vec![(1, 7), (2, 8)]);
     let busy = p.expect_lock("busy_lock", "mutex", 2);
     p.eq("busy_lock generation (a failed destroy changes nothing)", u(busy, "generation"), 0);
+    p.expect_all_holds_timed(&[]);
 }
 
 fn check_shlib(s: &Scratch, extra: &[&str], tag: &str) {

@@ -443,6 +443,22 @@ impl Profile {
         self.eq("totals.threads", self.totals("threads"), self.threads().len() as u64);
     }
 
+    /// With hold timing on and room on the held stacks, every hold is timed: holds_timed equals
+    /// acquisitions for every lock, but for the `(name, n)` locks, with n holds that never ended
+    /// in their own thread (a thread that died holding a robust mutex, a lock still held at exit).
+    #[track_caller]
+    pub fn expect_all_holds_timed(&self, except: &[(&str, u64)]) {
+        for l in self.locks() {
+            let name = sf(l, "name").unwrap_or("?");
+            let open = except.iter().find(|(n, _)| *n == name).map_or(0, |(_, k)| *k);
+            self.eq(
+                format!("lock {name}: holds_timed (acquisitions - {open})"),
+                u(l, "holds_timed"),
+                u(l, "acquisitions") - open,
+            );
+        }
+    }
+
     /// Checks that nothing was dropped.
     #[track_caller]
     pub fn expect_nothing_dropped(&self) {
