@@ -1405,6 +1405,26 @@ fn awkward_names_and_a_huge_command_line_survive_every_format() {
     assert!(longest < 2000, "a {longest}-byte line in the text report");
 }
 
+#[test]
+fn many_named_short_lived_locks_do_not_slow_the_profile_down() {
+    // 50 000 named identities: the names' bookkeeping must stay cheap at exit, where the profile
+    // is written (the program itself runs in ~0.2 s under the debug collector; 5 s is a sanity
+    // bound, not a measurement).
+    let s = Scratch::new("named-many");
+    let include = workspace().join("include");
+    let exe = s.compile_with("named_many", "named_many", &["-I", include.to_str().unwrap()]);
+    let n = 50_000u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.eq("recorded + dropped", p.totals("acquisitions") + p.dropped("acquisitions"), n);
+    for l in p.locks() {
+        let name = sf(l, "name").unwrap_or("");
+        p.check(name.starts_with("conn-"), format!("a recorded identity named {name}"));
+    }
+    p.check(ran.elapsed < Duration::from_secs(5), format!("the run took {:?}", ran.elapsed));
+}
+
 // ---- 15. bad input ----
 
 /// A failed command: non-zero exit, one line on stderr starting "lockmeter: ", no panic.
