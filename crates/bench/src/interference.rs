@@ -128,15 +128,18 @@ impl Work {
             _ => {
                 let mut table = vec![0u64; 1 << 18];
                 let mask = table.len() - 1;
-                let mut k = 0x1234_5678u64;
-                for _ in 0..self.hash_ops {
-                    k = lockmeter_core::mix64(k.wrapping_add(1));
+                // Count 100 000 distinct keys in 2^18 open-addressed slots (at most 38% full).
+                let mut counts = vec![0u32; table.len()];
+                for n in 0..self.hash_ops as u64 {
+                    let k = lockmeter_core::mix64(n % 100_000) | 1;
                     let mut i = k as usize & mask;
                     while table[i] != 0 && table[i] != k {
                         i = (i + 1) & mask;
                     }
-                    table[i] = if table[i] == 0 { k } else { 0 };
+                    table[i] = k;
+                    counts[i] += 1;
                 }
+                black_box(&counts);
                 black_box(&table);
             }
         }
