@@ -47,6 +47,7 @@
 
 pub mod analysis;
 mod csvout;
+pub mod export;
 mod json;
 pub mod options;
 pub mod symbolize;
