@@ -3,7 +3,11 @@
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
 mod demo;
+mod diff_cmd;
+mod export_cmd;
+mod flame_cmd;
 mod overhead;
+mod plot_cmd;
 mod report_cmd;
 mod run;
 
@@ -24,6 +28,14 @@ enum Command {
     Run(run::RunArgs),
     /// Print a report of a profile.
     Report(report_cmd::ReportArgs),
+    /// Draw wait-time CDFs and wait and hold histograms per lock (SVG or PNG).
+    Plot(plot_cmd::PlotArgs),
+    /// Draw a flame graph of waiter (or holder) stacks, or print folded stacks.
+    Flamegraph(flame_cmd::FlameArgs),
+    /// Write contended stacks as pprof (Go's mutex profile shape) or CSV.
+    Export(export_cmd::ExportArgs),
+    /// Compare two profiles per lock or per call site.
+    Diff(diff_cmd::DiffArgs),
     /// Run a bundled multithreaded program under `run` and show its report.
     Demo(demo::DemoArgs),
     /// Measure what the collector adds to an uncontended lock+unlock, in each hold-timing mode.
@@ -41,6 +53,10 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
+        Command::Plot(a) => plot_cmd::plot(a).map(|_| ExitCode::SUCCESS),
+        Command::Flamegraph(a) => flame_cmd::flamegraph(a).map(|_| ExitCode::SUCCESS),
+        Command::Export(a) => export_cmd::export(a).map(|_| ExitCode::SUCCESS),
+        Command::Diff(a) => diff_cmd::diff(a).map(|_| ExitCode::SUCCESS),
         Command::Demo(a) => demo::demo(a),
         Command::Overhead(a) => overhead::overhead(a).map(|_| ExitCode::SUCCESS),
         Command::OverheadWorkload(a) => {

@@ -1,0 +1,77 @@
+//! `lockmeter diff`: two profiles compared per lock or per call site.
+
+use anyhow::{Context, Result};
+use lockmeter_report::export::diff::{self, DiffBy, DiffKey, DiffOptions};
+use lockmeter_report::{Analysis, SymbolizeOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Output formats of `lockmeter diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DiffFormat {
+    /// An aligned table.
+    Text,
+    /// JSON (schema `lockmeter-diff/1`).
+    Json,
+}
+
+/// Options of `lockmeter diff`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DiffArgs {
+    /// The profile before the change.
+    #[arg(value_name = "BEFORE")]
+    before: PathBuf,
+    /// The profile after the change.
+    #[arg(value_name = "AFTER")]
+    after: PathBuf,
+    /// Rows: lock, or site (lock and call site).
+    #[arg(long, default_value = "lock", value_name = "VIEW")]
+    by: DiffBy,
+    /// Sort by the largest change in: wait, hold, acquisitions, contended, contention-rate.
+    #[arg(long, default_value = "wait", value_name = "KEY")]
+    sort: DiffKey,
+    /// Match call sites by function only, not function+offset (offsets move when code changes).
+    #[arg(long)]
+    by_function: bool,
+    /// Rows to show (default: 20 in text, every row in json).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// Output format: text or json.
+    #[arg(long, default_value = "text", value_name = "FORMAT")]
+    format: DiffFormat,
+    /// Do not read the programs' ELF files to name call sites and static locks.
+    #[arg(long)]
+    no_symbols: bool,
+}
+
+fn load(p: &Path, symbols: bool) -> Result<Analysis> {
+    let profile = lockmeter_format::read_profile_file(p)?;
+    Ok(Analysis::new(&profile, &SymbolizeOptions { enabled: symbols }))
+}
+
+/// `lockmeter diff`.
+pub(crate) fn diff(a: DiffArgs) -> Result<()> {
+    let before = load(&a.before, !a.no_symbols)?;
+    let after = load(&a.after, !a.no_symbols)?;
+    let top = match (a.top, a.format) {
+        (Some(n), _) => Some(n),
+        (None, DiffFormat::Text) => Some(20),
+        (None, DiffFormat::Json) => None,
+    };
+    let opts = DiffOptions { by: a.by, sort: a.sort, by_function: a.by_function, top };
+    let d = diff::diff(
+        &a.before.display().to_string(),
+        &before,
+        &a.after.display().to_string(),
+        &after,
+        &opts,
+    );
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match a.format {
+        DiffFormat::Text => diff::text(&d, &mut out),
+        DiffFormat::Json => diff::json(&d, &mut out),
+    }
+    .context("cannot write the comparison")?;
+    out.flush().context("cannot write the comparison")?;
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! `lockmeter export`: pprof (Go's mutex profile shape) and CSV.
+
+use anyhow::{Context, Result};
+use lockmeter_report::export::{ExportError, pprof};
+use lockmeter_report::{ElfSymbolizer, NoSymbols, Symbolize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Options of `lockmeter export`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("output").required(true).multiple(true).args(["pprof", "csv"])))]
+pub(crate) struct ExportArgs {
+    /// The profile to read (written by `lockmeter run`).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Write a pprof profile of contended acquisitions by waiter stack (sample types
+    /// contentions/count and delay/nanoseconds, like Go's mutex profile): F.pb.gz (gzipped, what
+    /// pprof tools read) or F.pb (not compressed).
+    #[arg(long, value_name = "F.pb.gz")]
+    pprof: Option<PathBuf>,
+    /// Write the same samples as CSV, one row per (lock, waiter stack); `-` for standard output.
+    #[arg(long, value_name = "F.csv")]
+    csv: Option<PathBuf>,
+    /// Do not read the program's ELF files to name frames and static locks.
+    #[arg(long)]
+    no_symbols: bool,
+}
+
+fn ends_with(p: &Path, ext: &str) -> bool {
+    let s = p.to_string_lossy().to_ascii_lowercase();
+    s.len() > ext.len() && s.ends_with(ext)
+}
+
+/// `lockmeter export`.
+pub(crate) fn export(a: ExportArgs) -> Result<()> {
+    let gzip = match &a.pprof {
+        Some(p) if ends_with(p, ".pb.gz") => Some(true),
+        Some(p) if ends_with(p, ".pb") => Some(false),
+        Some(p) => {
+            return Err(ExportError::UnsupportedOutput {
+                path: p.display().to_string(),
+                supported: ".pb.gz, .pb",
+            }
+            .into());
+        }
+        None => None,
+    };
+    if let Some(p) = &a.csv {
+        if p.as_os_str() != "-" && !ends_with(p, ".csv") {
+            return Err(ExportError::UnsupportedOutput {
+                path: p.display().to_string(),
+                supported: ".csv, or - for standard output",
+            }
+            .into());
+        }
+    }
+    let profile = lockmeter_format::read_profile_file(&a.file)?;
+    let mut elf;
+    let mut none = NoSymbols;
+    let sym: &mut dyn Symbolize = if a.no_symbols {
+        &mut none
+    } else {
+        elf = ElfSymbolizer::new(&profile.maps);
+        &mut elf
+    };
+    if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
+        let pb = pprof::build(&profile, sym);
+        let mut buf = Vec::new();
+        pprof::write(&pb, gzip, &mut buf)?;
+        std::fs::write(p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
+        eprintln!(
+            "lockmeter: pprof profile written to {} ({} stacks; try `go tool pprof -top {}`)",
+            p.display(),
+            pb.sample.len(),
+            p.display()
+        );
+    }
+    if let Some(p) = &a.csv {
+        let mut buf = Vec::new();
+        pprof::write_csv(&profile, sym, &mut buf)?;
+        if p.as_os_str() == "-" {
+            let mut o = std::io::stdout().lock();
+            o.write_all(&buf).context("cannot write to standard output")?;
+            o.flush().context("cannot write to standard output")?;
+        } else {
+            std::fs::write(p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
+            eprintln!("lockmeter: CSV written to {}", p.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! `lockmeter flamegraph`: waiter (or holder) stacks as a flame graph, or folded.
+
+use anyhow::{Context, Result, bail};
+use lockmeter_report::export::flame::{self, FlameOptions};
+use lockmeter_report::export::{ExportError, Weight};
+use lockmeter_report::{ElfSymbolizer, NoSymbols, Symbolize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Options of `lockmeter flamegraph`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FlameArgs {
+    /// The profile to read (written by `lockmeter run`).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Where to write: F.svg; with --folded, F.txt or F.folded (default: standard output).
+    #[arg(short, long, value_name = "F.svg")]
+    out: Option<PathBuf>,
+    /// Widths: wait (ns waited, by waiter stack), contentions (contended acquisitions, by waiter
+    /// stack) or hold (ns held while others waited, by holder stack).
+    #[arg(long, default_value = "wait", value_name = "WEIGHT")]
+    weight: Weight,
+    /// Write folded stacks (`lock;outermost;...;innermost weight`, one per line) for other tools.
+    #[arg(long)]
+    folded: bool,
+    /// Only locks whose name contains PATTERN.
+    #[arg(long, value_name = "PATTERN")]
+    lock: Option<String>,
+    /// Title of the flame graph.
+    #[arg(long)]
+    title: Option<String>,
+    /// Do not read the program's ELF files to name frames and static locks.
+    #[arg(long)]
+    no_symbols: bool,
+}
+
+/// Whether `p` ends with one of `exts`.
+fn ends_with_any(p: &Path, exts: &[&str]) -> bool {
+    let s = p.to_string_lossy().to_ascii_lowercase();
+    exts.iter().any(|e| s.len() > e.len() && s.ends_with(e))
+}
+
+/// `lockmeter flamegraph`.
+pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
+    let out = match (&a.out, a.folded) {
+        (None, false) => bail!("--out F.svg is required (or --folded to print folded stacks)"),
+        (Some(p), _) if p.as_os_str() == "-" => None,
+        (Some(p), false) if !ends_with_any(p, &[".svg"]) => {
+            return Err(ExportError::UnsupportedOutput {
+                path: p.display().to_string(),
+                supported: ".svg (or --folded for .txt, .folded)",
+            }
+            .into());
+        }
+        (Some(p), true) if !ends_with_any(p, &[".txt", ".folded"]) => {
+            return Err(ExportError::UnsupportedOutput {
+                path: p.display().to_string(),
+                supported: ".txt, .folded for --folded",
+            }
+            .into());
+        }
+        (p, _) => p.clone(),
+    };
+    let profile = lockmeter_format::read_profile_file(&a.file)?;
+    let mut elf;
+    let mut none = NoSymbols;
+    let sym: &mut dyn Symbolize = if a.no_symbols {
+        &mut none
+    } else {
+        elf = ElfSymbolizer::new(&profile.maps);
+        &mut elf
+    };
+    let mut buf = Vec::new();
+    if a.folded {
+        let lines = flame::folded(&profile, sym, a.weight, a.lock.as_deref());
+        flame::write_folded(&lines, &mut buf)?;
+    } else {
+        let opts = FlameOptions { weight: a.weight, lock: a.lock, title: a.title };
+        flame::flamegraph(&profile, sym, &opts, &mut buf)?;
+    }
+    match out {
+        Some(p) => {
+            std::fs::write(&p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
+            eprintln!(
+                "lockmeter: {} written to {}",
+                if a.folded { "folded stacks" } else { "flame graph" },
+                p.display()
+            );
+        }
+        None => {
+            let mut o = std::io::stdout().lock();
+            o.write_all(&buf).context("cannot write to standard output")?;
+            o.flush().context("cannot write to standard output")?;
+        }
+    }
+    Ok(())
+}
