@@ -1051,6 +1051,23 @@ fn posix_spawn_vfork_and_fork_exec_children_get_exact_profiles() {
 }
 
 #[test]
+fn image_seq_after_spawning_children_the_parent_execs() {
+    // The parent starts children by posix_spawn, vfork + execv and fork + execv, then execs
+    // itself: its second image is image_seq 1, whatever its children did.
+    let s = Scratch::new("spawn-seq");
+    let exe = s.compile("spawner");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["10", "5", "thenexec"]);
+    ran.expect_code(0);
+    let first = Profile::load(&s.path("p.lmp"), &ran);
+    first.expect_end("exec", None);
+    first.eq("stage 1 image_seq", u(first.header(), "image_seq"), 0);
+    let pid = u(first.header(), "pid");
+    let second = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
+    second.expect_lock("child_lock", "mutex", 5);
+    second.eq("the parent's exec'd image: image_seq", u(second.header(), "image_seq"), 1);
+}
+
+#[test]
 fn locks_taken_in_a_signal_handler_are_counted() {
     let s = Scratch::new("sighandler");
     let exe = s.compile("sighandler");

@@ -1,7 +1,8 @@
 /* Process trees. argv: N M. The parent takes parent_lock N times, then starts its own image as
  * "stage2 M" three ways -- posix_spawn, vfork + execv, fork + execv -- waits for each, and takes
  * parent_lock N more times. Stage 2 takes child_lock M times. Prints "spawned PID" per child.
- * Expected: parent 2N; each stage-2 image M; the fork child's pre-exec image 0 (end "exec"). */
+ * Expected: parent 2N; each stage-2 image M; the fork child's pre-exec image 0 (end "exec").
+ * With a third argument "thenexec" the parent finally execs itself as stage 2 too. */
 #include "e2e_common.h"
 #include <spawn.h>
 #include <sys/wait.h>
@@ -60,5 +61,10 @@ int main(int argc, char **argv) {
     reap(pid);
 
     take(&parent_lock, n);
+    if (argc > 3 && !strcmp(argv[3], "thenexec")) {
+        fflush(stdout);
+        execv(self, args);
+        return 98;
+    }
     return 0;
 }
