@@ -626,6 +626,33 @@ fn fork_children_get_their_own_exact_profiles() {
     assert_eq!(s.files_with_prefix("p.lmp").len(), 3, "{ran}");
 }
 
+#[test]
+fn process_shared_locks_are_counted_per_process() {
+    let s = Scratch::new("pshared");
+    let exe = s.compile("pshared");
+    let n = 20_000u64;
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&n.to_string()]);
+    ran.expect_code(0);
+    let child: u64 = ran
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("child ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no child pid\n{ran}"));
+    for f in [s.path("p.lmp"), s.path(&format!("p.lmp.{child}"))] {
+        let p = Profile::load(&f, &ran);
+        p.check_consistency();
+        p.expect_nothing_dropped();
+        let mutexes: Vec<_> = p.locks().iter().filter(|l| sf(l, "kind") == Some("mutex")).collect();
+        p.eq("mutexes", mutexes.len(), 1);
+        p.eq("shared mutex acquisitions", u(mutexes[0], "acquisitions"), n);
+        let rw: Vec<_> = p.locks().iter().filter(|l| sf(l, "kind") == Some("rwlock")).collect();
+        p.eq("rwlocks", rw.len(), 1);
+        p.eq("shared rwlock reads", u(rw[0], "read_acquisitions"), n);
+        p.eq("shared rwlock writes", u(rw[0], "write_acquisitions"), n / 2);
+        p.expect_all_holds_timed(&[]);
+    }
+}
+
 // ---- 9, 10, 14. how processes end ----
 
 #[test]
