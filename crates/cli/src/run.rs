@@ -283,6 +283,12 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     finish(&args.command, &ran, args.quiet, args.top)
 }
 
+/// A signal's description (`Terminated`, `Aborted`, ...).
+fn signal_name(sig: i32) -> String {
+    // SAFETY: strsignal returns a valid C string for any number.
+    unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned()
+}
+
 /// Prints the short report and the files written, and turns the program's status into ours.
 pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -> Result<ExitCode> {
     let prog = command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
@@ -296,11 +302,15 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
             }
             eprintln!("lockmeter: profile written to {}", main.display());
         }
-        None if ran.others.is_empty() => {
-            eprintln!(
-                "lockmeter: {prog} wrote no profile (killed by SIGKILL, statically linked, or it never started?)"
-            );
-        }
+        None if ran.others.is_empty() => match ran.status.signal() {
+            Some(sig) => eprintln!(
+                "lockmeter: {prog} was killed by signal {sig} ({}) before it could write a profile: profiles are written at exit, _exit, exec and on SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGABRT",
+                signal_name(sig)
+            ),
+            None => eprintln!(
+                "lockmeter: {prog} wrote no profile: is it statically linked, or did it replace LD_PRELOAD?"
+            ),
+        },
         None => {}
     }
     if !ran.others.is_empty() {
@@ -316,9 +326,8 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
         return Ok(ExitCode::from(code as u8));
     }
     let sig = ran.status.signal().unwrap_or(0);
-    // SAFETY: strsignal returns a static or thread-local string for any number.
-    let name =
-        unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned();
-    eprintln!("lockmeter: {prog} was killed by signal {sig} ({name})");
+    if ran.main.is_some() || !ran.others.is_empty() {
+        eprintln!("lockmeter: {prog} was killed by signal {sig} ({})", signal_name(sig));
+    }
     Ok(ExitCode::from((128 + sig).min(255) as u8))
 }

@@ -261,6 +261,13 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     let reg = state::registry()?;
     let total: usize = state::shards().map(|s| s.table.len() + s.events.len()).sum();
     let ids = IdMap::new(total);
+    // The names the program gave, indexed once: (slot, generation) -> arena offset (+1).
+    let mut nnames = 0usize;
+    crate::names::for_each(|_, _, _| nnames += 1);
+    let names = IdMap::new(nnames);
+    crate::names::for_each(|slot, generation, off| {
+        names.set(((slot as u64) << 32) | generation as u64, off + 1)
+    });
     // Threads written so far (a thread is listed with its first record or event).
     let listed_threads = IdMap::new(state::shards().count());
     let calib = CALIB_KEY.load(Relaxed);
@@ -279,7 +286,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             }
             let (id, new) = ids.get(pair)?;
             if new {
-                write_lock(enc, reg, id, slot_idx, gen_, kind).ok()?;
+                write_lock(enc, reg, &names, id, slot_idx, gen_, kind).ok()?;
             }
             let st = live.snapshot();
             enc.stats(sh.index, id, site, mode, &st).ok()?;
@@ -343,6 +350,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     stack_ids.free();
     ids.free();
     listed_threads.free();
+    names.free();
 
     // Per-CPU totals.
     for cpu in 0..state::MAX_CPUS {
@@ -391,13 +399,17 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
 fn write_lock(
     enc: &mut Enc,
     reg: &lockmeter_core::registry::Registry<'static>,
+    names: &IdMap,
     id: u32,
     slot_idx: u32,
     gen_: u32,
     kind: LockKind,
 ) -> Result<(), lockmeter_format::EncodeError> {
     let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
-    enc.lock(id, addr, gen_, kind, crate::names::get(slot_idx, gen_))
+    let name = names
+        .find(((slot_idx as u64) << 32) | gen_ as u64)
+        .and_then(|off| crate::names::name_at(off.wrapping_sub(1)));
+    enc.lock(id, addr, gen_, kind, name)
 }
 
 /// Writes a thread's record (only threads with records are listed: the constructor's
@@ -509,6 +521,30 @@ impl IdMap {
             i = (i + 1) & (self.cap - 1);
         }
         None
+    }
+
+    /// Sets the value of `pair` (inserting it), so that `find` returns `val`.
+    fn set(&self, pair: u64, val: u32) {
+        if self.keys.is_null() {
+            return;
+        }
+        let k = pair.wrapping_add(1);
+        let mut i = lockmeter_core::mix64(k) as usize & (self.cap - 1);
+        for _ in 0..self.cap {
+            // SAFETY: i < cap; both arrays have cap elements inside the mapping.
+            let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
+            // SAFETY: as above; only this thread uses the map.
+            let cur = unsafe { *kp };
+            if cur == k || cur == 0 {
+                // SAFETY: as above.
+                unsafe {
+                    *kp = k;
+                    *vp = val;
+                }
+                return;
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
     }
 
     /// The id of `pair`, and whether it was just assigned.

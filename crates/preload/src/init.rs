@@ -106,7 +106,7 @@ fn init_inner() {
         libc::atexit(on_exit);
         libc::pthread_atfork(None, None, Some(on_fork_child));
     }
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGABRT] {
         install_signal(sig);
     }
     STATE.store(state::READY, Release);

@@ -3,7 +3,8 @@
 //! Load it with `lockmeter run -- PROGRAM` (or `LD_PRELOAD=liblockmeter_preload.so PROGRAM`). It
 //! interposes `pthread_mutex_*`, `pthread_rwlock_*`, `pthread_spin_*` and `pthread_cond_*wait`,
 //! records per (thread, lock, call site, mode) statistics in per-thread tables, and writes one
-//! profile per process image at exit, `_exit`, `exec` or a fatal signal (SIGTERM, SIGINT, SIGHUP).
+//! profile per process image at exit, `_exit`, `exec` or a fatal signal (SIGTERM, SIGINT, SIGHUP,
+//! SIGQUIT, SIGABRT: `abort` and failed assertions) that the program does not handle itself.
 //!
 //! # Global invariants of the hooks
 //! - They return exactly what the real function returned and leave `errno` as it left it.

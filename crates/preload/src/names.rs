@@ -2,11 +2,13 @@
 //!
 //! A name belongs to the lock identity (address and generation) it was given to, so the name of
 //! a lock that was destroyed long before the end still appears in the profile. Names are appended
-//! to an arena mapped at start-up as `[slot u32][generation u32][len u8][bytes]` entries; the
-//! last name given to an identity wins.
+//! to an arena mapped at start-up as `[len u8][valid u8][slot u32][generation u32][bytes]`
+//! entries: a writer reserves its entry with one atomic add, writes `len` first (so a reader can
+//! step over an entry still being written) and sets `valid` last. The last name given to an
+//! identity wins. The profile writer indexes the arena once ([`for_each`]).
 
 use core::ffi::{c_char, c_void};
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering::*};
 use lockmeter_core::LockKind;
 
 /// Arena size: room for thousands of names.
@@ -14,13 +16,11 @@ const ARENA: usize = 1 << 20;
 /// Longest name kept (bytes).
 const MAX_NAME: usize = 127;
 /// Bytes before the name in an entry.
-const ENTRY_HEAD: usize = 9;
+const ENTRY_HEAD: usize = 10;
 
 static BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 /// Bytes reserved so far.
 static USED: AtomicUsize = AtomicUsize::new(0);
-/// Bytes of complete entries (readers stop here).
-static DONE: AtomicUsize = AtomicUsize::new(0);
 
 /// Maps the arena (constructor).
 pub(crate) fn init() {
@@ -31,31 +31,48 @@ pub(crate) fn init() {
     }
 }
 
-/// The last name given to lock identity (`slot`, `generation`), if any.
-pub(crate) fn get(slot: u32, generation: u32) -> Option<&'static [u8]> {
+/// Calls `f(slot, generation, offset)` for every complete entry, in the order names were given
+/// (so a later call for the same identity is the later name). `offset` goes to [`name_at`].
+pub(crate) fn for_each(mut f: impl FnMut(u32, u32, u32)) {
     let base = BASE.load(Acquire);
     if base.is_null() {
-        return None;
+        return;
     }
-    let done = DONE.load(Acquire).min(ARENA);
-    // SAFETY: the arena is mapped for the life of the process; [0, done) holds complete entries.
-    let arena = unsafe { core::slice::from_raw_parts(base, done) };
-    let mut found = None;
+    let used = USED.load(Acquire).min(ARENA);
     let mut pos = 0;
-    while let Some(head) = arena.get(pos..pos + ENTRY_HEAD) {
-        let s = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let g = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-        let len = head[8] as usize;
+    while pos + ENTRY_HEAD <= used {
+        // SAFETY: `pos + ENTRY_HEAD <= used <= ARENA`: inside the mapped arena.
+        let len = unsafe { (*(base.add(pos) as *const AtomicU8)).load(Acquire) } as usize;
         if len == 0 {
-            break; // a reserved entry whose writer has not finished
+            break; // reserved, length not written yet: nothing after it can be stepped over
         }
-        let name = arena.get(pos + ENTRY_HEAD..pos + ENTRY_HEAD + len)?;
-        if s == slot && g == generation {
-            found = Some(name);
+        // SAFETY: as above.
+        let valid = unsafe { (*(base.add(pos + 1) as *const AtomicU8)).load(Acquire) };
+        if valid == 1 && pos + ENTRY_HEAD + len <= used {
+            // SAFETY: the entry is complete (valid was stored with Release after its fields).
+            let head = unsafe { core::slice::from_raw_parts(base.add(pos), ENTRY_HEAD) };
+            let slot = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
+            let generation = u32::from_le_bytes([head[6], head[7], head[8], head[9]]);
+            f(slot, generation, pos as u32);
         }
         pos += ENTRY_HEAD + len;
     }
-    found
+}
+
+/// The name of the entry at `offset` (from [`for_each`]).
+pub(crate) fn name_at(offset: u32) -> Option<&'static [u8]> {
+    let base = BASE.load(Acquire);
+    let pos = offset as usize;
+    if base.is_null() || pos + ENTRY_HEAD > ARENA {
+        return None;
+    }
+    // SAFETY: inside the arena; the entry is complete (for_each checked `valid`).
+    let len = unsafe { *base.add(pos) } as usize;
+    if pos + ENTRY_HEAD + len > ARENA {
+        return None;
+    }
+    // SAFETY: as above.
+    Some(unsafe { core::slice::from_raw_parts(base.add(pos + ENTRY_HEAD), len) })
 }
 
 /// Gives the lock at `lock` a name for the reports. Harmless on any pointer; a null or empty
@@ -91,18 +108,14 @@ unsafe fn name_lock(lock: *const c_void, name: *const c_char) {
     if off + need > ARENA {
         return;
     }
-    // SAFETY: [off, off + need) is inside the arena and reserved for us by the fetch_add.
-    let entry = unsafe { core::slice::from_raw_parts_mut(base.add(off), need) };
-    entry[0..4].copy_from_slice(&idx.to_le_bytes());
-    entry[4..8].copy_from_slice(&slot.generation().to_le_bytes());
-    entry[ENTRY_HEAD..].copy_from_slice(bytes);
-    entry[8] = bytes.len() as u8;
-    // Publish in order: entries before ours are complete first (names are given rarely, so
-    // this waits briefly at most; bounded, in case an earlier writer never finishes).
-    for _ in 0..10_000_000u32 {
-        if DONE.compare_exchange_weak(off, off + need, AcqRel, Relaxed).is_ok() {
-            break;
-        }
-        core::hint::spin_loop();
+    // SAFETY: [off, off + need) is inside the arena and reserved for us by the fetch_add. The
+    // length goes first (readers step over an unfinished entry), `valid` last, with Release.
+    unsafe {
+        (*(base.add(off) as *const AtomicU8)).store(bytes.len() as u8, Release);
+        let entry = core::slice::from_raw_parts_mut(base.add(off + 2), need - 2);
+        entry[0..4].copy_from_slice(&idx.to_le_bytes());
+        entry[4..8].copy_from_slice(&slot.generation().to_le_bytes());
+        entry[8..].copy_from_slice(bytes);
+        (*(base.add(off + 1) as *const AtomicU8)).store(1, Release);
     }
 }

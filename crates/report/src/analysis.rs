@@ -426,12 +426,13 @@ impl Analysis {
     /// [`Analysis::new`], keeping only what `filter` selects.
     pub fn new_filtered(profile: &Profile, opts: &SymbolizeOptions, filter: &Filter) -> Analysis {
         if opts.enabled {
-            let mut sym = ElfSymbolizer::new(&profile.maps);
+            let start = profile.header.start_unix_ns;
+            let mut sym = ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start);
             let mut a = Self::build(profile, &mut sym, filter);
-            let changed = sym.changed_since(profile.header.start_unix_ns);
+            let changed = sym.changed_since(start);
             if !changed.is_empty() {
                 a.notes.push(format!(
-                    "{} changed after the run started: names of its code and data may be wrong",
+                    "{} changed after the run started (rebuilt or replaced?): its addresses are shown as module+offset, not with names that may be wrong",
                     changed.join(", ")
                 ));
             }

@@ -389,6 +389,20 @@ pub struct ElfSymbolizer {
     cache: HashMap<String, Option<Arc<ElfInfo>>>,
     /// Global folders of separate debug files.
     debug_dirs: Vec<PathBuf>,
+    /// Files modified after this time (ns since the Unix epoch) are not read: they are not the
+    /// files that were mapped (0: read any file).
+    not_after_ns: u64,
+    /// Base names of the modules refused for that reason.
+    refused: Vec<String>,
+}
+
+/// Whether the file at `path` was modified after `unix_ns` (ns since the Unix epoch).
+fn modified_after(path: &str, unix_ns: u64) -> bool {
+    let modified = std::fs::metadata(path).and_then(|md| md.modified()).ok();
+    let ns = modified
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    ns > u128::from(unix_ns)
 }
 
 /// Whether a maps path names a file (not `[heap]`, `[stack]`, `[vdso]`, anonymous, ...).
@@ -431,7 +445,17 @@ impl ElfSymbolizer {
             modules,
             cache: HashMap::new(),
             debug_dirs: default_debug_dirs(),
+            not_after_ns: 0,
+            refused: Vec::new(),
         }
+    }
+
+    /// Refuses files modified after `unix_ns` (the start of the run): a program rebuilt or
+    /// replaced between the run and the report would give its new names to the old addresses.
+    /// Such modules are shown as `module+0xOFF`, and [`ElfSymbolizer::changed_since`] lists them.
+    pub fn refuse_files_changed_after(mut self, unix_ns: u64) -> Self {
+        self.not_after_ns = unix_ns;
+        self
     }
 
     /// A symbolizer that looks for separate debug files (by build-id and debuglink) in `dirs`
@@ -450,14 +474,9 @@ impl ElfSymbolizer {
             .modules
             .iter()
             .filter(|m| m.loaded && m.elf.is_some())
-            .filter(|m| {
-                let modified = std::fs::metadata(&m.path).and_then(|md| md.modified()).ok();
-                let ns = modified
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_nanos());
-                ns > u128::from(unix_ns)
-            })
+            .filter(|m| modified_after(&m.path, unix_ns))
             .map(|m| m.name.clone())
+            .chain(self.refused.iter().cloned())
             .collect();
         v.sort();
         v.dedup();
@@ -472,7 +491,11 @@ impl ElfSymbolizer {
         let path = self.modules[i].path.clone();
         let dirs = &self.debug_dirs;
         // A file deleted after it was mapped may have been replaced: do not trust the path.
-        let elf = if path.ends_with(" (deleted)") {
+        let changed = self.not_after_ns != 0 && modified_after(&path, self.not_after_ns);
+        if changed {
+            self.refused.push(self.modules[i].name.clone());
+        }
+        let elf = if path.ends_with(" (deleted)") || changed {
             None
         } else {
             self.cache

@@ -136,7 +136,7 @@ fn lock_details(l: &LockAgg, opts: &ReportOptions, w: &mut dyn Write) -> io::Res
     writeln!(
         w,
         "lock {} ({} at {:#x}): {} acquisitions, {} contended ({}), wait {}, hold {}",
-        l.display_name(),
+        printable(&l.display_name(), usize::MAX),
         l.kind.as_str(),
         l.address,
         s.acquisitions,
@@ -397,11 +397,29 @@ fn signal_name(s: i32) -> Option<&'static str> {
     })
 }
 
+/// `s` fit for one line of a table: control characters escaped (`\n`, `\t`, `\u{1b}`), cut to
+/// `max` characters with `...` (program-given names and command lines can contain anything).
+fn printable(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max.saturating_add(8)));
+    for (n, c) in s.chars().enumerate() {
+        if n >= max {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Program, headline, totals, profiler cost, warnings.
 fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
     let h = &a.header;
     let cmd = if h.cmdline.is_empty() { h.exe.clone() } else { h.cmdline.join(" ") };
-    let cmd = if cmd.is_empty() { "?".to_owned() } else { cmd };
+    let cmd = if cmd.is_empty() { "?".to_owned() } else { printable(&cmd, 200) };
     writeln!(
         w,
         "lockmeter: {cmd} (pid {}), ran {} on {} CPU{}, ended by {}",
@@ -585,7 +603,7 @@ fn locks_table(
     for l in locks.iter().take(shown) {
         let mut row = stat_cells(&l.agg);
         row.push(l.kind.as_str().into());
-        row.push(l.display_name());
+        row.push(printable(&l.display_name(), usize::MAX));
         t.row(row);
         for s in l.sorted_sites(key).into_iter().take(sites) {
             let mut row = stat_cells(&s.agg);
@@ -616,7 +634,7 @@ fn sites_table(a: &Analysis, key: SortKey, top: usize, w: &mut dyn Write) -> io:
     let mut t = Table::new(&cols);
     for (l, s) in sites.iter().take(shown) {
         let mut row = stat_cells(&s.agg);
-        row.push(l.display_name());
+        row.push(printable(&l.display_name(), usize::MAX));
         row.push(s.function.clone());
         t.row(row);
     }
@@ -639,7 +657,7 @@ fn threads_table(a: &Analysis, key: SortKey, top: usize, w: &mut dyn Write) -> i
         let mut row = stat_cells(&th.agg);
         row.push(th.locks.to_string());
         row.push(th.tid.to_string());
-        row.push(th.name.clone());
+        row.push(printable(&th.name, usize::MAX));
         t.row(row);
     }
     t.write(" ", w)
