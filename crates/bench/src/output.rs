@@ -215,7 +215,7 @@ fn text(s: &Section) -> String {
     let mut notes = Vec::new();
     match &s.data {
         Data::Uncontended(rows) => {
-            o += "\n== uncontended: ns per lock+unlock pair (+ counter increment), one thread ==\n";
+            o += "\n== uncontended: ns per lock+unlock pair (+ counter increment), one thread; fastest of 20 batches per run ==\n";
             let r: Vec<Vec<String>> = rows
                 .iter()
                 .map(|r| {

@@ -206,6 +206,15 @@ fn adaptive() {
     stress_timed(Adaptive::new());
 }
 
+#[cfg(not(feature = "metering"))]
+#[test]
+fn metered_is_transparent() {
+    assert_eq!(std::mem::size_of::<Metered<Adaptive>>(), std::mem::size_of::<Adaptive>());
+    stress(Metered::new(Adaptive::new()), 2 * cpus(), PARK_ITERS / 2, 5);
+    assert!(Metered::new(FutexMutex::new()).stats().is_empty());
+}
+
+#[cfg(feature = "metering")]
 #[test]
 fn metered() {
     stress(Metered::new(Adaptive::new()), 2 * cpus(), PARK_ITERS / 2, 5);
