@@ -121,7 +121,7 @@ impl Out {
         }
         let s = Section { data, steal_pct, wall_s };
         if self.format == Format::Text {
-            let t = text(&s);
+            let t = text(&s, self.machine.tsc_hz);
             self.sink.write_all(t.as_bytes())?;
             self.sink.flush()?;
         }
@@ -209,7 +209,7 @@ fn med_range(s: &Summary, d: usize) -> String {
     format!("{} [{}-{}]", f(s.median, d), f(s.min, d), f(s.max, d))
 }
 
-fn text(s: &Section) -> String {
+fn text(s: &Section, tsc_hz: u64) -> String {
     let mut o = String::new();
     let steal = s.steal_pct.map_or("unknown".into(), |p| format!("{p:.2}%"));
     let mut notes = Vec::new();
@@ -348,13 +348,19 @@ fn text(s: &Section) -> String {
                 .unwrap_or(0);
             if hi >= lo && !rows.is_empty() {
                 o += "\nCDF: % of acquisitions below 2^k TSC cycles\n";
-                let head: Vec<String> = std::iter::once("cycles".to_string())
+                let head: Vec<String> = ["cycles".to_string(), "≈ ns".to_string()]
+                    .into_iter()
                     .chain(rows.iter().map(|r| format!("{}@{}", r.lock, r.load)))
                     .collect();
                 let mut cum = vec![0u64; rows.len()];
                 let mut t = Vec::new();
                 for b in lo..=hi {
-                    let mut line = vec![format!("< 2^{b}")];
+                    let ns_b = if tsc_hz == 0 {
+                        0
+                    } else {
+                        ((1u128 << b) * 1_000_000_000 / tsc_hz as u128) as u64
+                    };
+                    let mut line = vec![format!("< 2^{b}"), ns(ns_b)];
                     for (i, r) in rows.iter().enumerate() {
                         cum[i] += r.hist_cycles[b];
                         line.push(f(100.0 * cum[i] as f64 / r.samples.max(1) as f64, 2));
