@@ -13,9 +13,11 @@ pub struct Machine {
     pub cpus: usize,
     /// `/sys/devices/system/cpu/smt/active` (None: unknown).
     pub smt: Option<bool>,
-    /// Hypervisor: `systemd-detect-virt`, else `/sys/hypervisor/type`, else "yes" when the
-    /// cpuinfo `hypervisor` flag is set, else "none".
+    /// Hypervisor: `systemd-detect-virt --vm`, else `/sys/hypervisor/type`, else "yes" when
+    /// the cpuinfo `hypervisor` flag is set, else "none".
     pub hypervisor: String,
+    /// Container runtime (`systemd-detect-virt --container`), if any.
+    pub container: Option<String>,
     /// `uname -r`.
     pub kernel: String,
     /// TSC rate measured against CLOCK_MONOTONIC (Hz); 0 when the TSC is not invariant.
@@ -65,6 +67,7 @@ impl Machine {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             smt,
             hypervisor,
+            container,
             kernel: uname_release(),
             tsc_hz,
             cpu_flags_of_note: notable.iter().filter(|f| has(f)).map(|f| f.to_string()).collect(),
@@ -77,7 +80,7 @@ impl Machine {
     /// One line for the text output.
     pub fn line(&self) -> String {
         format!(
-            "machine: {} | {} CPUs | SMT {} | hypervisor {} | kernel {} | TSC {:.3} GHz | flags: {} | loadavg {}",
+            "machine: {} | {} CPUs | SMT {} | hypervisor {}{} | kernel {} | TSC {:.3} GHz | flags: {} | loadavg {}",
             self.cpu_model,
             self.cpus,
             match self.smt {
@@ -86,6 +89,7 @@ impl Machine {
                 None => "?",
             },
             self.hypervisor,
+            self.container.as_ref().map_or(String::new(), |c| format!(" (container {c})")),
             self.kernel,
             self.tsc_hz as f64 / 1e9,
             self.cpu_flags_of_note.join(","),
