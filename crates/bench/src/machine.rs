@@ -45,16 +45,20 @@ impl Machine {
         };
         let flags = field("flags").unwrap_or_default();
         let has = |f: &str| flags.split_whitespace().any(|w| w == f);
-        let hypervisor = Command::new("systemd-detect-virt")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .or_else(|| read("/sys/hypervisor/type"))
-            .unwrap_or_else(|| {
+        let detect = |arg: &str| {
+            Command::new("systemd-detect-virt")
+                .arg(arg)
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty() && s != "none")
+        };
+        let hypervisor =
+            detect("--vm").or_else(|| read("/sys/hypervisor/type")).unwrap_or_else(|| {
                 if has("hypervisor") { "yes (cpuid flag)".into() } else { "none".into() }
             });
+        let container = detect("--container");
         let smt = read("/sys/devices/system/cpu/smt/active").map(|s| s == "1");
         let tsc_hz = if lockmeter_core::clock::tsc_is_invariant() {
             lockmeter_core::clock::measure_tsc_hz(30_000_000)
