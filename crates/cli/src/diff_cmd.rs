@@ -46,7 +46,11 @@ pub(crate) struct DiffArgs {
 
 fn load(p: &Path, symbols: bool) -> Result<Analysis> {
     let profile = lockmeter_format::read_profile_file(p)?;
-    Ok(Analysis::new(&profile, &SymbolizeOptions { enabled: symbols }))
+    let a = Analysis::new(&profile, &SymbolizeOptions { enabled: symbols });
+    for n in &a.notes {
+        eprintln!("lockmeter: note: {}: {n}", p.display());
+    }
+    Ok(a)
 }
 
 /// `lockmeter diff`.

@@ -55,13 +55,14 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
         }
     }
     let profile = lockmeter_format::read_profile_file(&a.file)?;
-    let mut elf;
+    // Files rebuilt or replaced since the run would give wrong names: they are refused.
+    let start = profile.header.start_unix_ns;
+    let mut elf = (!a.no_symbols)
+        .then(|| ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start));
     let mut none = NoSymbols;
-    let sym: &mut dyn Symbolize = if a.no_symbols {
-        &mut none
-    } else {
-        elf = ElfSymbolizer::new(&profile.maps);
-        &mut elf
+    let sym: &mut dyn Symbolize = match &mut elf {
+        Some(e) => e,
+        None => &mut none,
     };
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
         let pb = pprof::build(&profile, sym);
@@ -86,6 +87,9 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             std::fs::write(p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
             eprintln!("lockmeter: CSV written to {}", p.display());
         }
+    }
+    if let Some(e) = &elf {
+        crate::flame_cmd::note_changed(&e.changed_since(start));
     }
     Ok(())
 }

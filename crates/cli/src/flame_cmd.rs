@@ -40,6 +40,17 @@ fn ends_with_any(p: &Path, exts: &[&str]) -> bool {
     exts.iter().any(|e| s.len() > e.len() && s.ends_with(e))
 }
 
+/// Says which files changed since the run (their frames are shown as module+offset).
+pub(crate) fn note_changed(changed: &[String]) {
+    if !changed.is_empty() {
+        eprintln!(
+            "lockmeter: note: {} changed after the run started (rebuilt or replaced?): its \
+             addresses are shown as module+offset, not with names that may be wrong",
+            changed.join(", ")
+        );
+    }
+}
+
 /// `lockmeter flamegraph`.
 pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
     let out = match (&a.out, a.folded) {
@@ -62,13 +73,14 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
         (p, _) => p.clone(),
     };
     let profile = lockmeter_format::read_profile_file(&a.file)?;
-    let mut elf;
+    // Files rebuilt or replaced since the run would give wrong names: they are refused.
+    let start = profile.header.start_unix_ns;
+    let mut elf = (!a.no_symbols)
+        .then(|| ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start));
     let mut none = NoSymbols;
-    let sym: &mut dyn Symbolize = if a.no_symbols {
-        &mut none
-    } else {
-        elf = ElfSymbolizer::new(&profile.maps);
-        &mut elf
+    let sym: &mut dyn Symbolize = match &mut elf {
+        Some(e) => e,
+        None => &mut none,
     };
     let mut buf = Vec::new();
     if a.folded {
@@ -77,6 +89,9 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
     } else {
         let opts = FlameOptions { weight: a.weight, lock: a.lock, title: a.title };
         flame::flamegraph(&profile, sym, &opts, &mut buf)?;
+    }
+    if let Some(e) = &elf {
+        note_changed(&e.changed_since(start));
     }
     match out {
         Some(p) => {

@@ -37,6 +37,9 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     }
     let profile = lockmeter_format::read_profile_file(&a.file)?;
     let analysis = Analysis::new(&profile, &SymbolizeOptions { enabled: !a.no_symbols });
+    for n in &analysis.notes {
+        eprintln!("lockmeter: note: {n}");
+    }
     let opts = PlotOptions { kind: a.kind, top: a.top, lock: a.lock };
     plot::plot_to_file(&analysis, &opts, &a.out)?;
     eprintln!("lockmeter: figure written to {}", a.out.display());

@@ -11,7 +11,8 @@
 //!
 //! Frames are named by [`Symbolize::code`] (`function+0xOFF`, `module+0xOFF`, or the address),
 //! and functions inlined at a frame's address (known from debug information) follow it as
-//! frames of their own, `name [inlined]`; a `;` inside a name (Rust's `[u8; 8]`) becomes `:` so it cannot split the frame, and a stack
+//! frames of their own, `name [inlined]`; names longer than 60 characters have their generic
+//! arguments elided as in the text report (`catch_unwind<…>`); a `;` inside a name (Rust's `[u8; 8]`) becomes `:` so it cannot split the frame, and a stack
 //! the profile lost is the single frame `[unknown stack]`. Lines with the same frames are merged,
 //! so the weights of the lines sum exactly to the profile's total of the chosen events.
 

@@ -8,6 +8,7 @@ use lockmeter_format::model::{EventKind, Profile};
 
 use crate::analysis::Analysis;
 use crate::symbolize::{Frame, Symbolize};
+use crate::text::shorten;
 
 /// What a stack is weighed by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -197,12 +198,13 @@ impl<'a> FrameCache<'a> {
 
     /// The names of the functions at `addr`, outermost first: the frame's name, then the
     /// functions inlined at the address (from debug information), each as `name [inlined]`.
+    /// Long generic arguments are elided as in the text report (`catch_unwind<…>`).
     pub fn names_outermost_first(&mut self, addr: u64) -> Vec<String> {
         let f = self.frame(addr);
-        let mut v = vec![f.to_string()];
+        let mut v = vec![shorten(&f.to_string())];
         for i in f.inlined.iter().rev() {
             let name = i.function.as_deref().unwrap_or("[unknown]");
-            v.push(format!("{name} [inlined]"));
+            v.push(format!("{} [inlined]", shorten(name)));
         }
         v
     }
