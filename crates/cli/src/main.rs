@@ -38,6 +38,8 @@ enum Command {
     Diff(diff_cmd::DiffArgs),
     /// Run a bundled multithreaded program under `run` and show its report.
     Demo(demo::DemoArgs),
+    /// The lock laboratory: benchmark lock algorithms (seeds 000, 002, 003).
+    Bench(lockmeter_bench::BenchArgs),
     /// Measure what the collector adds to an uncontended lock+unlock, in each hold-timing mode.
     Overhead(overhead::OverheadArgs),
     /// The overhead benchmark's workload.
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export_cmd::export(a).map(|_| ExitCode::SUCCESS),
         Command::Diff(a) => diff_cmd::diff(a).map(|_| ExitCode::SUCCESS),
         Command::Demo(a) => demo::demo(a),
+        Command::Bench(a) => lockmeter_bench::run(a).map(|_| ExitCode::SUCCESS),
         Command::Overhead(a) => overhead::overhead(a).map(|_| ExitCode::SUCCESS),
         Command::OverheadWorkload(a) => {
             overhead::workload(a);
