@@ -2,8 +2,9 @@
  * pp_lock/pp_cond: a ping-pong of ROUNDS turns per side; the program counts its own explicit
  * locks and its pthread_cond_wait calls (each re-acquires pp_lock once) and prints
  *   "pp_lock locks=L waits=W".
- * to_lock: TIMEOUTS pthread_cond_timedwait calls that time out (each a cond wait: the mutex is
- * re-acquired) inside one explicit lock: acquisitions = 1 + TIMEOUTS, cond_waits = TIMEOUTS.
+ * to_lock: TIMEOUTS pthread_cond_timedwait calls and 2 pthread_cond_clockwait calls that time
+ * out (each a cond wait: the mutex is re-acquired) inside one explicit lock:
+ * acquisitions = 1 + TIMEOUTS + 2, cond_waits = TIMEOUTS + 2.
  * ec_lock (error-checking): one pthread_cond_timedwait without holding it -> EPERM (no
  * re-acquisition: must not count), then one plain lock/unlock: acquisitions = 1. */
 #include "e2e_common.h"
@@ -48,6 +49,10 @@ int main(int argc, char **argv) {
     for (long i = 0; i < timeouts; i++) {
         struct timespec ts = deadline_ms(1);
         EXPECT(pthread_cond_timedwait(&to_cond, &to_lock, &ts), ETIMEDOUT);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct timespec ts = mono_deadline_ms(1);
+        EXPECT(pthread_cond_clockwait(&to_cond, &to_lock, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
     }
     OK(pthread_mutex_unlock(&to_lock));
 
