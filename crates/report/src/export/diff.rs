@@ -435,6 +435,33 @@ fn pct(p: Option<f64>) -> String {
     }
 }
 
+/// A contention rate: `12.5%`, `0.02%` (two decimals below 0.1%), `<0.01%`, `0%`.
+fn rate(p: f64) -> String {
+    if p == 0.0 {
+        "0%".into()
+    } else if p < 0.01 {
+        "<0.01%".into()
+    } else if p < 0.1 {
+        format!("{p:.2}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// A change of contention rate in percentage points: `+1.3 pp`, `-0.02 pp`, `0 pp`.
+fn points(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0 pp".into()
+    } else if a < 0.01 {
+        format!("{}<0.01 pp", if v < 0.0 { '-' } else { '+' })
+    } else if a < 0.1 {
+        format!("{v:+.2} pp")
+    } else {
+        format!("{v:+.1} pp")
+    }
+}
+
 /// A change cell: `new` / `gone` for rows in one profile only.
 fn change_cell(r: &DiffRow, s: impl FnOnce(&Change) -> String) -> String {
     match r.status {
@@ -455,9 +482,9 @@ fn cells(r: &DiffRow) -> Vec<String> {
         side_cell(b, |s| s.acquisitions.to_string()),
         side_cell(a, |s| s.acquisitions.to_string()),
         change_cell(r, |c| format!("{}{}", signed(c.acquisitions), pct(c.acquisitions_pct))),
-        side_cell(b, |s| format!("{:.1}%", s.contention_pct)),
-        side_cell(a, |s| format!("{:.1}%", s.contention_pct)),
-        change_cell(r, |c| format!("{:+.1} pp", c.contention_pct_points)),
+        side_cell(b, |s| rate(s.contention_pct)),
+        side_cell(a, |s| rate(s.contention_pct)),
+        change_cell(r, |c| points(c.contention_pct_points)),
         side_cell(b, |s| fmt_ns_short(s.wait_ns_total as f64)),
         side_cell(a, |s| fmt_ns_short(s.wait_ns_total as f64)),
         change_cell(r, |c| format!("{}{}", signed_ns(c.wait_ns), pct(c.wait_pct))),
@@ -587,4 +614,28 @@ pub fn text(d: &Diff, w: &mut dyn Write) -> io::Result<()> {
 pub fn json(d: &Diff, w: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, d)?;
     writeln!(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_points() {
+        assert_eq!(rate(0.0), "0%");
+        assert_eq!(rate(0.004), "<0.01%");
+        assert_eq!(rate(0.0312), "0.03%");
+        assert_eq!(rate(45.51), "45.5%");
+        assert_eq!(points(0.0), "0 pp");
+        assert_eq!(points(-0.004), "-<0.01 pp");
+        assert_eq!(points(0.021), "+0.02 pp");
+        assert_eq!(points(-7.114), "-7.1 pp");
+        assert_eq!(signed(-3), "-3");
+        assert_eq!(signed(3), "+3");
+        assert_eq!(signed_ns(-446_000_000), "-446 ms");
+        assert_eq!(signed_ns(0), "0");
+        assert_eq!(pct(Some(-99.109)), " (-99.1%)");
+        assert_eq!(pct(Some(0.01)), " (0%)");
+        assert_eq!(pct(None), "");
+    }
 }

@@ -143,10 +143,11 @@ impl Series {
         let s = &self.agg.stats;
         let mut t = format!("{}: {} acquisitions", self.name, s.acquisitions);
         if s.contended > 0 {
+            let pct = self.agg.contention_pct();
+            let pct = if pct < 0.05 { "<0.1%".to_owned() } else { format!("{pct:.1}%") };
             t.push_str(&format!(
-                ", {} contended ({:.1}%), wait p50 {} p99 {} max {}",
+                ", {} contended ({pct}), wait p50 {} p99 {} max {}",
                 s.contended,
-                self.agg.contention_pct(),
                 fmt_ns_short(self.agg.wait_percentile_ns(50.0).unwrap_or(0) as f64),
                 fmt_ns_short(self.agg.wait_percentile_ns(99.0).unwrap_or(0) as f64),
                 fmt_ns_short(s.wait_ns_max as f64),
