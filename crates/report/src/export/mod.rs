@@ -77,14 +77,9 @@ impl fmt::Display for ExportError {
     }
 }
 
-impl std::error::Error for ExportError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ExportError::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// The message of an [`ExportError::Io`] is the I/O error's own, so it has no further source
+/// (an error chain printed in one line would say it twice).
+impl std::error::Error for ExportError {}
 
 impl From<io::Error> for ExportError {
     fn from(e: io::Error) -> Self {
