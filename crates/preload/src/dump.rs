@@ -608,7 +608,13 @@ static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
 pub(crate) fn env_with_image_seq(
     envp: *const *const core::ffi::c_char,
 ) -> *const *const core::ffi::c_char {
-    if envp.is_null() || EXEC_BUSY.swap(true, Acquire) {
+    // A vfork child shares our memory (and the exec'd image is a new pid, which starts at 0):
+    // leave both its environment and our state alone.
+    // SAFETY: getpid has no preconditions.
+    if envp.is_null() || unsafe { libc::getpid() } as u32 != PID.load(Relaxed) {
+        return envp;
+    }
+    if EXEC_BUSY.swap(true, Acquire) {
         return envp;
     }
     // SAFETY: we own EXEC_ENV (EXEC_BUSY).
@@ -652,6 +658,10 @@ pub(crate) fn before_exec() -> bool {
 
 /// The exec failed: withdraws the profile just written and goes on metering.
 pub(crate) fn exec_failed(written: bool) {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } as u32 != PID.load(Relaxed) {
+        return; // a vfork child: nothing of ours was taken
+    }
     EXEC_BUSY.store(false, Release);
     if !written {
         return;

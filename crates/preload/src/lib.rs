@@ -18,7 +18,7 @@
 //! # Configuration (environment)
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `LOCKMETER_OUTPUT` | profile path (children: `PATH.PID`) | `lockmeter-PID.lmp` |
+//! | `LOCKMETER_OUTPUT` | profile path: under `lockmeter run` the program writes `PATH` and other processes `PATH.PID`; with a plain `LD_PRELOAD` the first process to finish takes `PATH`, the others `PATH.PID[.N]` | `lockmeter-PID.lmp` |
 //! | `LOCKMETER_HOLD` | hold timing: `on`, `off`, `sample:N` | `on` |
 //! | `LOCKMETER_RECORDS` | records per thread (thread, lock, site, mode) | 4096 |
 //! | `LOCKMETER_LOCKS` | distinct lock addresses | 65536 |
