@@ -55,6 +55,40 @@ unsafe fn is_robust(m: *mut pthread_mutex_t) -> bool {
     kind & ROBUST != 0
 }
 
+/// A blocking mutex acquisition through `lock`: trylock first, except for robust mutexes (whose
+/// trylock has side effects), where contention is read from the lock word.
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`; `lock` is a real lock call on it.
+#[inline(always)]
+unsafe fn mutex_acquire(
+    m: *mut pthread_mutex_t,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    if unsafe { is_robust(m) } {
+        return meter::lock_peek(
+            m as usize,
+            LockKind::Mutex,
+            Mode::Exclusive,
+            site,
+            // SAFETY: as above.
+            |me| unsafe { robust_held_by_other(m, me) },
+            lock,
+        );
+    }
+    meter::lock_with(
+        m as usize,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        // SAFETY: as above.
+        || unsafe { real::mutex_trylock(m) },
+        lock,
+    )
+}
+
 /// Whether another thread than `me` holds the robust mutex `m` (its lock word holds the owner's
 /// tid).
 ///
@@ -69,29 +103,11 @@ unsafe fn robust_held_by_other(m: *mut pthread_mutex_t, me: u32) -> bool {
 
 trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    // SAFETY: the libc contract: `m` is an initialized mutex.
-    if unsafe { is_robust(m) } {
-        return meter::lock_peek(
-            m as usize,
-            LockKind::Mutex,
-            Mode::Exclusive,
-            site,
-            // SAFETY: as above.
-            |me| unsafe { robust_held_by_other(m, me) },
-            // SAFETY: forwarded with the caller's arguments.
-            || unsafe { real::mutex_lock(m) },
-        );
-    }
-    meter::lock_with(
-        m as usize,
-        LockKind::Mutex,
-        Mode::Exclusive,
-        site,
-        // SAFETY: forwarded with the caller's arguments (the libc contract).
-        || unsafe { real::mutex_trylock(m) },
-        // SAFETY: as above.
-        || unsafe { real::mutex_lock(m) },
-    )
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = || unsafe { real::mutex_lock(m) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
 }
 
 trampoline!("C" fn pthread_mutex_trylock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_trylock);
@@ -108,29 +124,11 @@ unsafe extern "C" fn imp_mutex_timedlock(
     t: *const timespec,
     site: usize,
 ) -> c_int {
-    // SAFETY: the libc contract: `m` is an initialized mutex.
-    if unsafe { is_robust(m) } {
-        return meter::lock_peek(
-            m as usize,
-            LockKind::Mutex,
-            Mode::Exclusive,
-            site,
-            // SAFETY: as above.
-            |me| unsafe { robust_held_by_other(m, me) },
-            // SAFETY: forwarded with the caller's arguments.
-            || unsafe { real::mutex_timedlock(m, t) },
-        );
-    }
-    meter::lock_with(
-        m as usize,
-        LockKind::Mutex,
-        Mode::Exclusive,
-        site,
-        // SAFETY: forwarded with the caller's arguments.
-        || unsafe { real::mutex_trylock(m) },
-        // SAFETY: as above.
-        || unsafe { real::mutex_timedlock(m, t) },
-    )
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = || unsafe { real::mutex_timedlock(m, t) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
 }
 
 trampoline!("C" fn pthread_mutex_clocklock(_m: *mut pthread_mutex_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_mutex_clocklock);
@@ -140,29 +138,11 @@ unsafe extern "C" fn imp_mutex_clocklock(
     t: *const timespec,
     site: usize,
 ) -> c_int {
-    // SAFETY: the libc contract: `m` is an initialized mutex.
-    if unsafe { is_robust(m) } {
-        return meter::lock_peek(
-            m as usize,
-            LockKind::Mutex,
-            Mode::Exclusive,
-            site,
-            // SAFETY: as above.
-            |me| unsafe { robust_held_by_other(m, me) },
-            // SAFETY: forwarded with the caller's arguments.
-            || unsafe { real::mutex_clocklock(m, c, t) },
-        );
-    }
-    meter::lock_with(
-        m as usize,
-        LockKind::Mutex,
-        Mode::Exclusive,
-        site,
-        // SAFETY: forwarded with the caller's arguments.
-        || unsafe { real::mutex_trylock(m) },
-        // SAFETY: as above.
-        || unsafe { real::mutex_clocklock(m, c, t) },
-    )
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = || unsafe { real::mutex_clocklock(m, c, t) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
 }
 
 /// Interposed `pthread_mutex_unlock`.

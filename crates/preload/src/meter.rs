@@ -484,29 +484,54 @@ pub(crate) fn lock_with(
         acquired(&cx, addr, kind, mode, site, How::Immediate, None);
         r
     } else if r == libc::EBUSY {
-        let slot = wait_begin(addr, kind);
-        // Who holds it, and where we are: read before the clock starts, so that unwinding is
-        // never counted as wait.
-        let who = Contention::gather(&cx, slot, site);
-        let t0 = clock::now();
-        let r = lock();
-        let t1 = clock::now();
-        wait_end(slot);
-        if r == 0 || r == libc::EOWNERDEAD {
-            acquired(&cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
-        } else if r == libc::ETIMEDOUT {
-            try_failed(&cx, addr, kind, mode, site);
-        }
-        r
+        wait_for(&cx, addr, kind, mode, site, lock)
     } else {
         // Another error (EINVAL, EAGAIN, EDEADLK...): let the blocking call give its own answer.
-        let r = lock();
-        if r == 0 || r == libc::EOWNERDEAD {
-            acquired(&cx, addr, kind, mode, site, How::Immediate, None);
-        }
-        r
+        lock_uncontended(&cx, addr, kind, mode, site, lock)
     };
     crate::state::leave(cx);
+    r
+}
+
+/// The lock was found held: gathers who holds it and where we are (before the clock starts, so
+/// that unwinding is never counted as wait), then blocks in `lock` and records the wait.
+#[inline(always)]
+fn wait_for(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let slot = wait_begin(addr, kind);
+    let who = Contention::gather(cx, slot, site);
+    let t0 = clock::now();
+    let r = lock();
+    let t1 = clock::now();
+    wait_end(slot);
+    if r == 0 || r == libc::EOWNERDEAD {
+        acquired(cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
+    } else if r == libc::ETIMEDOUT {
+        try_failed(cx, addr, kind, mode, site);
+    }
+    r
+}
+
+/// Calls `lock` without timing it, and records the acquisition if it succeeded.
+#[inline(always)]
+fn lock_uncontended(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = lock();
+    if r == 0 || r == libc::EOWNERDEAD {
+        acquired(cx, addr, kind, mode, site, How::Immediate, None);
+    }
     r
 }
 
@@ -524,24 +549,9 @@ pub(crate) fn lock_peek(
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
     let r = if held_by_other(cx.shard.tid) {
-        let slot = wait_begin(addr, kind);
-        let who = Contention::gather(&cx, slot, site);
-        let t0 = clock::now();
-        let r = lock();
-        let t1 = clock::now();
-        wait_end(slot);
-        if r == 0 || r == libc::EOWNERDEAD {
-            acquired(&cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
-        } else if r == libc::ETIMEDOUT {
-            try_failed(&cx, addr, kind, mode, site);
-        }
-        r
+        wait_for(&cx, addr, kind, mode, site, lock)
     } else {
-        let r = lock();
-        if r == 0 || r == libc::EOWNERDEAD {
-            acquired(&cx, addr, kind, mode, site, How::Immediate, None);
-        }
-        r
+        lock_uncontended(&cx, addr, kind, mode, site, lock)
     };
     crate::state::leave(cx);
     r
