@@ -73,7 +73,7 @@ pub use decode::{
     FileError, FileErrorKind, FormatError, FormatErrorKind, read_profile, read_profile_file,
 };
 pub use encode::{
-    BufSink, EncodeError, Encoder, HeaderRef, IoSink, MapRef, RECORD_BUF, Sink, SinkError,
-    SliceSink, encode_profile, to_bytes, write_profile,
+    BufSink, EncodeError, Encoder, HeaderRef, IoSink, MAX_STACK_FRAMES, MapRef, RECORD_BUF, Sink,
+    SinkError, SliceSink, encode_profile, to_bytes, write_profile,
 };
 pub use model::*;

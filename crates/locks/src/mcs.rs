@@ -7,7 +7,7 @@
 //! Node state: `WAITING` (0), `GRANTED` (1), `PARKED` (2: the waiter sleeps on the word).
 //!
 //! Lock: `pred = swap(tail, me)`; if there was a predecessor, link `pred.next = me` and wait on
-//! my own node until it is `GRANTED` (local spinning; with [`Park`](crate::relax::Park) the
+//! my own node until it is `GRANTED` (local spinning; with [`Park`] the
 //! waiter marks itself `PARKED` after a bounded spin and sleeps on a futex). Unlock: if no
 //! successor is linked, `cmpxchg(tail, me → null)`; if that fails a successor is linking itself:
 //! wait for `next`, then grant it. FIFO: lock-waiter preemption stalls the queue.

@@ -13,7 +13,7 @@
 //!   lockstat-like table for the chosen view ([`By`]), sorted by a [`SortKey`];
 //! * [`summary`]: the short version `lockmeter run` prints at exit;
 //! * [`json`]: a stable, versioned document (schema in `SCHEMA.md`, [`SCHEMA_VERSION`]);
-//! * [`csv`]: one row per lock, site, thread or CPU.
+//! * [`csv()`]: one row per lock, site, thread or CPU.
 //!
 //! [`render`] picks one by [`ReportOptions::format`].
 //!

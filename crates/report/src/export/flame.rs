@@ -97,7 +97,7 @@ pub fn write_folded(lines: &[FoldedLine], w: &mut dyn Write) -> std::io::Result<
     Ok(())
 }
 
-/// Options of [`flamegraph`].
+/// Options of [`flamegraph()`].
 #[derive(Debug, Clone, Default)]
 pub struct FlameOptions {
     /// What the widths measure.

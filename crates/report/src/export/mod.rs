@@ -8,8 +8,8 @@
 //!   (`contentions/count`, `delay/nanoseconds`), and the same samples as CSV;
 //! * [`diff`]: two profiles compared per lock or per call site (seed 004's before/after table).
 //!
-//! The stack-based exports read the profile's contended events ([`EventKind::Contended`]: the
-//! waiter's stack, how many, how long) and holding events ([`EventKind::Holding`]: the holder's
+//! The stack-based exports read the profile's contended events ([`EventKind::Contended`](lockmeter_format::EventKind::Contended): the
+//! waiter's stack, how many, how long) and holding events ([`EventKind::Holding`](lockmeter_format::EventKind::Holding): the holder's
 //! stack and hold time), merged over threads and modes by (lock, stack); see [`stack_samples`].
 //!
 //! ```
