@@ -71,6 +71,13 @@ impl Counter {
     }
 }
 
+/// The largest power of two not above `n` (0 for 0): the usable capacity of the fixed-size,
+/// open-addressed tables of this crate, which index with a mask.
+#[inline]
+pub(crate) const fn pow2_floor(n: usize) -> usize {
+    if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) }
+}
+
 /// A fast, well-mixing 64-bit hash (the `fmix64` finalizer of MurmurHash3).
 #[inline(always)]
 pub const fn mix64(mut k: u64) -> u64 {
@@ -80,4 +87,22 @@ pub const fn mix64(mut k: u64) -> u64 {
     k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     k ^= k >> 33;
     k
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pow2_floor() {
+        for (n, want) in [
+            (0, 0),
+            (1, 1),
+            (2, 2),
+            (3, 2),
+            (64, 64),
+            (100, 64),
+            (usize::MAX, 1 << (usize::BITS - 1)),
+        ] {
+            assert_eq!(super::pow2_floor(n), want, "pow2_floor({n})");
+        }
+    }
 }

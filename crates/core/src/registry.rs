@@ -88,11 +88,7 @@ pub struct Registry<'a> {
 impl<'a> Registry<'a> {
     /// A registry over `slots` (zeroed); capacity is the largest power of two not above the length.
     pub fn new(slots: &'a [Slot]) -> Self {
-        let cap = if slots.is_empty() {
-            0
-        } else {
-            1usize << (usize::BITS - 1 - slots.len().leading_zeros())
-        };
+        let cap = crate::pow2_floor(slots.len());
         Registry {
             slots: &slots[..cap],
             mask: cap.wrapping_sub(1),

@@ -65,11 +65,7 @@ pub struct StackStore<'a> {
 impl<'a> StackStore<'a> {
     /// A store over `entries` (zeroed); capacity is the largest power of two not above the length.
     pub fn new(entries: &'a [StackEntry]) -> Self {
-        let cap = if entries.is_empty() {
-            0
-        } else {
-            1usize << (usize::BITS - 1 - entries.len().leading_zeros())
-        };
+        let cap = crate::pow2_floor(entries.len());
         StackStore { entries: &entries[..cap], mask: cap.wrapping_sub(1), len: Counter::new() }
     }
 
@@ -219,11 +215,7 @@ pub struct EventTable<'a> {
 impl<'a> EventTable<'a> {
     /// A table over `entries` (zeroed).
     pub fn new(entries: &'a [EventEntry]) -> Self {
-        let cap = if entries.is_empty() {
-            0
-        } else {
-            1usize << (usize::BITS - 1 - entries.len().leading_zeros())
-        };
+        let cap = crate::pow2_floor(entries.len());
         EventTable { entries: &entries[..cap], mask: cap.wrapping_sub(1), len: Counter::new() }
     }
 

@@ -59,11 +59,7 @@ impl<'a> Table<'a> {
     /// A table over `entries`, which must be empty (zeroed). The usable capacity is the largest
     /// power of two not above `entries.len()`.
     pub fn new(entries: &'a [Entry]) -> Self {
-        let cap = if entries.is_empty() {
-            0
-        } else {
-            1usize << (usize::BITS - 1 - entries.len().leading_zeros())
-        };
+        let cap = crate::pow2_floor(entries.len());
         Table {
             entries: &entries[..cap],
             mask: cap.wrapping_sub(1),
