@@ -159,12 +159,7 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
     let args = crate::run::RunArgs {
         output: None,
         quiet: a.quiet,
-        hold: crate::run::Hold::On,
-        records: None,
-        locks: None,
-        threads: None,
-        frames: None,
-        stack_sample: None,
+        collector: crate::settings_args::CollectorArgs::default(),
         top: 10,
         command: command.clone(),
     };

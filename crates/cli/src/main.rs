@@ -10,6 +10,7 @@ mod overhead;
 mod plot_cmd;
 mod report_cmd;
 mod run;
+mod settings_args;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

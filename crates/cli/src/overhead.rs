@@ -5,8 +5,10 @@
 //! each hold-timing mode, interleaved round by round so that the machine's drift hits all modes
 //! alike. Reports the median ns per pair of each mode, its spread, and the median added cost.
 
-use crate::run::{Hold, find_preload, metered_command};
+use crate::run::{find_preload, metered_command};
+use crate::settings_args::CollectorArgs;
 use anyhow::{Context, Result, bail};
+use lockmeter_core::settings;
 use std::cell::UnsafeCell;
 use std::ffi::OsString;
 use std::process::Command;
@@ -85,11 +87,13 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
         "--pairs".into(),
         a.pairs.to_string().into(),
     ];
-    let modes: [(&str, Option<Hold>); 4] = [
+    let sample = format!("sample:{}", a.sample.max(2));
+    let mode = |v: &str| Some(CollectorArgs::with(&[(&settings::HOLD, v)]));
+    let modes: [(&str, Option<CollectorArgs>); 4] = [
         ("raw (no preload)", None),
-        ("hold timing off", Some(Hold::Off)),
-        ("hold timing sample:N", Some(Hold::Sample(a.sample.max(2)))),
-        ("hold timing on", Some(Hold::On)),
+        ("hold timing off", mode("off")),
+        ("hold timing sample:N", mode(&sample)),
+        ("hold timing on", mode("on")),
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut added: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -104,7 +108,7 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
                     c
                 }
                 Some(h) => {
-                    metered_command(&command, &lib, &dir.join(format!("r{round}-{i}.lmp")), *h)?
+                    metered_command(&command, &lib, &dir.join(format!("r{round}-{i}.lmp")), h)?
                 }
             };
             let out = cmd.output().context("cannot run the overhead workload")?;

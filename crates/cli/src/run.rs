@@ -8,57 +8,21 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::SystemTime;
 
-/// Hold timing of the collector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Hold {
-    On,
-    Off,
-    Sample(u32),
-}
-
-impl std::str::FromStr for Hold {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "on" => Ok(Hold::On),
-            "off" => Ok(Hold::Off),
-            _ => match s.strip_prefix("sample:").and_then(|n| n.parse::<u32>().ok()) {
-                Some(n) if n >= 2 => Ok(Hold::Sample(n)),
-                _ => Err(format!(
-                    "'{s}' is not a hold timing mode: use on, off or sample:N (N >= 2)"
-                )),
-            },
-        }
-    }
-}
+use crate::settings_args::CollectorArgs;
+use lockmeter_core::settings;
 
 /// Options of `lockmeter run`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
     /// Profile file to write (default: lockmeter-N.lmp in the current directory, a new N).
-    #[arg(short, long, value_name = "FILE")]
+    #[arg(short, long, value_name = "FILE", help = settings::OUTPUT.help)]
     pub(crate) output: Option<PathBuf>,
     /// Do not print the short report when the program ends.
     #[arg(short, long)]
     pub(crate) quiet: bool,
-    /// Hold timing: on (every hold), off (only contended waits are timed), sample:N (1 in N).
-    #[arg(long, default_value = "on", value_name = "MODE")]
-    pub(crate) hold: Hold,
-    /// Records per thread: (lock, call site, mode) combinations one thread can keep.
-    #[arg(long, value_name = "N")]
-    pub(crate) records: Option<u64>,
-    /// Distinct lock addresses the registry can keep.
-    #[arg(long, value_name = "N")]
-    pub(crate) locks: Option<u64>,
-    /// Threads that get their own table.
-    #[arg(long, value_name = "N")]
-    pub(crate) threads: Option<u64>,
-    /// Frames per call stack recorded for contended acquisitions (0: the call site only).
-    #[arg(long, value_name = "N")]
-    pub(crate) frames: Option<u64>,
-    /// Also record the stack of one acquisition in N, contended or not.
-    #[arg(long, value_name = "N")]
-    pub(crate) stack_sample: Option<u64>,
+    /// The collector's settings (one flag per row of `lockmeter_core::settings`).
+    #[command(flatten)]
+    pub(crate) collector: CollectorArgs,
     /// Locks shown in the short report.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,
@@ -152,12 +116,13 @@ fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
     bail!("cannot run '{}': not found on PATH", p.display())
 }
 
-/// A command that runs `command` under the preload `lib`, writing `output`.
+/// A command that runs `command` under the preload `lib`, writing `output`, with the collector
+/// settings `collector`.
 pub(crate) fn metered_command(
     command: &[OsString],
     lib: &Path,
     output: &Path,
-    hold: Hold,
+    collector: &CollectorArgs,
 ) -> Result<Command> {
     let Some(prog) = command.first() else {
         bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
@@ -170,21 +135,23 @@ pub(crate) fn metered_command(
     let mut cmd = Command::new(prog);
     cmd.args(&command[1..])
         .env("LD_PRELOAD", preload)
-        .env("LOCKMETER_OUTPUT", output)
-        .env("LOCKMETER_ROOT_PPID", std::process::id().to_string())
-        .env(
-            "LOCKMETER_HOLD",
-            match hold {
-                Hold::On => "on".to_string(),
-                Hold::Off => "off".to_string(),
-                Hold::Sample(n) => format!("sample:{n}"),
-            },
-        );
-    // The calibration travels to the collector, unless the caller chose a clock themselves.
-    if std::env::var_os("LOCKMETER_CLOCK").is_none() && lockmeter_core::clock::tsc_is_invariant() {
+        .env(settings::OUTPUT.env, output)
+        .env(settings::ROOT_PPID.env, std::process::id().to_string());
+    collector.apply(&mut cmd);
+    // The TSC calibration travels to the collector (each process then skips its own), unless the
+    // user chose the monotonic clock.
+    let clock = collector
+        .get(&settings::CLOCK)
+        .map(str::to_owned)
+        .or_else(|| std::env::var(settings::CLOCK.env).ok());
+    let tsc = match clock.as_deref().map(|c| settings::parse_clock(c.as_bytes())) {
+        Some(Some(tsc)) => tsc,
+        _ => clock.is_none(),
+    };
+    if tsc && lockmeter_core::clock::tsc_is_invariant() {
         static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let hz = *HZ.get_or_init(|| lockmeter_core::clock::measure_tsc_hz(30_000_000));
-        cmd.env("LOCKMETER_CLOCK", "tsc").env("LOCKMETER_TSC_HZ", hz.to_string());
+        cmd.env(settings::CLOCK.env, "tsc").env(settings::TSC_HZ.env, hz.to_string());
     }
     Ok(cmd)
 }
@@ -216,16 +183,7 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
             PathBuf::from(&old).display()
         );
     }
-    let mut cmd = metered_command(command, &lib, &output, args.hold)?;
-    for (var, v) in [
-        ("LOCKMETER_RECORDS", args.records),
-        ("LOCKMETER_LOCKS", args.locks),
-        ("LOCKMETER_THREADS", args.threads),
-    ] {
-        if let Some(v) = v {
-            cmd.env(var, v.to_string());
-        }
-    }
+    let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
     let start = SystemTime::now();

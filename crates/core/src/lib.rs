@@ -10,6 +10,7 @@
 //! - [`table`]: a fixed-capacity, open-addressed, single-writer table over caller-provided memory
 //!   (one per thread: the shard). What does not fit is counted, never corrupting what does.
 //! - [`stacks`]: interned call stacks and aggregated contention events (who waited on whom).
+//! - [`settings`]: every collector setting, defined once (variable, `run` flag, default, help).
 //! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
 //!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
 //!
@@ -26,6 +27,7 @@
 pub mod clock;
 pub mod hist;
 pub mod registry;
+pub mod settings;
 pub mod stacks;
 pub mod stats;
 pub mod table;

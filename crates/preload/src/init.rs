@@ -2,10 +2,11 @@
 
 use crate::dump::{self, End};
 use crate::state::{self, CFG, STATE};
-use crate::sys::{self, env_u64, getenv};
+use crate::sys::{self, env_count, getenv};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::*;
 use lockmeter_core::clock::{self, Calibration, Source};
+use lockmeter_core::settings;
 use lockmeter_core::{LockKind, Mode};
 
 #[used]
@@ -19,33 +20,24 @@ extern "C" fn init() {
 }
 
 fn init_inner() {
-    if getenv(c"LOCKMETER_DISABLE").is_some_and(|v| v == b"1") {
+    if getenv(settings::DISABLE.env_c).is_some_and(|v| v == b"1") {
         STATE.store(state::DISABLED, Release);
         return;
     }
     crate::real::resolve_all();
     sys::init_cpu_id();
 
-    // Configuration (documented in the crate docs and the README).
-    let hold = match getenv(c"LOCKMETER_HOLD") {
-        None | Some(b"on") => 0,
-        Some(b"off") => 1,
-        Some(v) => {
-            let n = v.strip_prefix(b"sample:").unwrap_or(v);
-            sys::parse_u64(n).map(|n| n.clamp(2, 1 << 30) as u32).unwrap_or(0)
-        }
-    };
+    // Configuration: every setting is defined once, in `lockmeter_core::settings`.
+    let hold = getenv(settings::HOLD.env_c).and_then(settings::parse_hold).unwrap_or(0);
     CFG.hold_every.store(hold, Relaxed);
-    CFG.records_per_thread.store(env_u64(c"LOCKMETER_RECORDS", 4096, 16, 1 << 24), Relaxed);
-    CFG.max_threads
-        .store(env_u64(c"LOCKMETER_THREADS", 1024, 1, state::MAX_THREADS as u64) as u32, Relaxed);
-    let locks = env_u64(c"LOCKMETER_LOCKS", 65536, 16, 1 << 26) as usize;
-    let frames =
-        env_u64(c"LOCKMETER_FRAMES", 16, 0, lockmeter_core::stacks::MAX_FRAMES as u64) as u32;
+    CFG.records_per_thread.store(env_count(&settings::RECORDS), Relaxed);
+    CFG.max_threads.store(env_count(&settings::THREADS) as u32, Relaxed);
+    let locks = env_count(&settings::LOCKS) as usize;
+    let frames = env_count(&settings::FRAMES) as u32;
     CFG.frames.store(frames, Relaxed);
-    CFG.stack_sample.store(env_u64(c"LOCKMETER_STACK_SAMPLE", 0, 0, 1 << 30) as u32, Relaxed);
-    CFG.stacks_per_thread.store(env_u64(c"LOCKMETER_STACKS", 1024, 16, 1 << 20), Relaxed);
-    CFG.events_per_thread.store(env_u64(c"LOCKMETER_EVENTS", 4096, 16, 1 << 22), Relaxed);
+    CFG.stack_sample.store(env_count(&settings::STACK_SAMPLE) as u32, Relaxed);
+    CFG.stacks_per_thread.store(env_count(&settings::STACKS), Relaxed);
+    CFG.events_per_thread.store(env_count(&settings::EVENTS), Relaxed);
     if frames > 1 {
         // One unwind cache per thread, allocated now (hooks never allocate).
         let caches = CFG.max_threads.load(Relaxed).min(512) as usize;
@@ -53,13 +45,13 @@ fn init_inner() {
     }
 
     // Clock.
-    let want_tsc = match getenv(c"LOCKMETER_CLOCK") {
-        Some(b"monotonic") => false,
-        Some(b"tsc") => cfg!(target_arch = "x86_64"),
-        _ => cpu_has_invariant_tsc(),
+    let want_tsc = match getenv(settings::CLOCK.env_c).and_then(settings::parse_clock) {
+        Some(false) => false,
+        Some(true) => cfg!(target_arch = "x86_64"),
+        None => cpu_has_invariant_tsc(),
     };
     if want_tsc {
-        let hz = getenv(c"LOCKMETER_TSC_HZ").and_then(sys::parse_u64).filter(|&h| h > 1_000_000);
+        let hz = getenv(settings::TSC_HZ.env_c).and_then(sys::parse_u64).filter(|&h| h > 1_000_000);
         let hz = hz.unwrap_or_else(|| clock::measure_tsc_hz(3_000_000));
         clock::set_source(Source::Tsc);
         let c = Calibration::from_hz(hz);
@@ -78,19 +70,19 @@ fn init_inner() {
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid() as u64, libc::getppid() as u64) };
     dump::PID.store(pid as u32, Relaxed);
-    let root = getenv(c"LOCKMETER_ROOT_PPID").and_then(sys::parse_u64);
+    let root = getenv(settings::ROOT_PPID.env_c).and_then(sys::parse_u64);
     // Under `lockmeter run` the root process is the one whose parent is `run`; with a plain
     // LD_PRELOAD every process tries the plain name first (without overwriting).
     dump::IS_ROOT.store(root.is_none_or(|r| r == ppid), Relaxed);
     // The image number the exec that started us passed on; then forget it, so that processes we
     // start without exec-ing ourselves (posix_spawn, system) start at 0.
-    if let Some(seq) = getenv(c"LOCKMETER_IMAGE_SEQ").and_then(sys::parse_u64) {
+    if let Some(seq) = getenv(settings::IMAGE_SEQ.env_c).and_then(sys::parse_u64) {
         dump::IMAGE_SEQ.store(seq as u32, Relaxed);
         // SAFETY: the constructor runs before any other thread of the program; the name is
         // NUL-terminated.
-        unsafe { libc::unsetenv(c"LOCKMETER_IMAGE_SEQ".as_ptr()) };
+        unsafe { libc::unsetenv(settings::IMAGE_SEQ.env_c.as_ptr()) };
     }
-    if let Some(out) = getenv(c"LOCKMETER_OUTPUT").filter(|o| !o.is_empty()) {
+    if let Some(out) = getenv(settings::OUTPUT.env_c).filter(|o| !o.is_empty()) {
         dump::set_output(out);
     }
 

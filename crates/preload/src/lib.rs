@@ -16,21 +16,9 @@
 //! - Nothing with a destructor is alive across a real call that may be cancelled (condvar waits).
 //!
 //! # Configuration (environment)
-//! | variable | meaning | default |
-//! |---|---|---|
-//! | `LOCKMETER_OUTPUT` | profile path: under `lockmeter run` the program writes `PATH` and other processes `PATH.PID`; with a plain `LD_PRELOAD` the first process to finish takes `PATH`, the others `PATH.PID[.N]` | `lockmeter-PID.lmp` |
-//! | `LOCKMETER_HOLD` | hold timing: `on`, `off`, `sample:N` | `on` |
-//! | `LOCKMETER_RECORDS` | records per thread (thread, lock, site, mode) | 4096 |
-//! | `LOCKMETER_LOCKS` | distinct lock addresses | 65536 |
-//! | `LOCKMETER_THREADS` | threads metered | 1024 |
-//! | `LOCKMETER_FRAMES` | frames per call stack (contended acquisitions, first uses); 0 or 1: the call site only | 16 |
-//! | `LOCKMETER_STACK_SAMPLE` | also record the stack of one acquisition in N (0: never) | 0 |
-//! | `LOCKMETER_STACKS` | distinct stacks per thread | 1024 |
-//! | `LOCKMETER_EVENTS` | (lock, stack, holder) combinations per thread | 4096 |
-//! | `LOCKMETER_CLOCK` | `tsc` or `monotonic` | `tsc` when invariant |
-//! | `LOCKMETER_TSC_HZ` | TSC rate (skips the 3 ms calibration) | measured |
-//! | `LOCKMETER_ROOT_PPID` | set by `lockmeter run`: the root process writes `LOCKMETER_OUTPUT` itself | unset |
-//! | `LOCKMETER_DISABLE` | `1`: pass everything through | unset |
+//! Every variable the collector reads is defined once, with its default, range and help, in
+//! [`lockmeter_core::settings`]; `lockmeter run` derives its flags from the same table, and the
+//! README's settings section is generated from it.
 
 mod dump;
 mod hooks;

@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*}
 use lockmeter_core::Counter;
 use lockmeter_core::clock::Calibration;
 use lockmeter_core::registry::{Registry, Slot};
+use lockmeter_core::settings;
 use lockmeter_core::stacks::{EventEntry, EventTable, StackEntry, StackStore};
 use lockmeter_core::table::{Entry, Table};
 
@@ -32,7 +33,7 @@ pub(crate) static CALIBRATING: core::sync::atomic::AtomicBool =
     core::sync::atomic::AtomicBool::new(false);
 
 /// Most threads that get a shard (hard limit of `LOCKMETER_THREADS`).
-pub(crate) const MAX_THREADS: usize = 16384;
+pub(crate) const MAX_THREADS: usize = lockmeter_core::settings::MAX_THREADS as usize;
 /// CPUs counted per shard.
 pub(crate) const MAX_CPUS: usize = 1024;
 /// Depth of the per-thread stack of held locks.
@@ -58,14 +59,14 @@ pub(crate) struct Config {
 
 pub(crate) static CFG: Config = Config {
     hold_every: AtomicU32::new(0),
-    records_per_thread: AtomicU64::new(4096),
-    max_threads: AtomicU32::new(1024),
+    records_per_thread: AtomicU64::new(settings::RECORDS.default_count()),
+    max_threads: AtomicU32::new(settings::THREADS.default_count() as u32),
     calib_mult: AtomicU64::new(1 << Calibration::SHIFT),
     calib_hz: AtomicU64::new(1_000_000_000),
-    frames: AtomicU32::new(0),
+    frames: AtomicU32::new(settings::FRAMES.default_count() as u32),
     stack_sample: AtomicU32::new(0),
-    stacks_per_thread: AtomicU64::new(1024),
-    events_per_thread: AtomicU64::new(4096),
+    stacks_per_thread: AtomicU64::new(settings::STACKS.default_count()),
+    events_per_thread: AtomicU64::new(settings::EVENTS.default_count()),
 };
 
 /// Ticks to ns with the calibration in force.

@@ -59,24 +59,11 @@ pub(crate) fn getenv(name: &CStr) -> Option<&'static [u8]> {
     Some(unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
-/// Parses a decimal `u64`.
-pub(crate) fn parse_u64(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in b {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(v)
-}
+pub(crate) use lockmeter_core::settings::parse_u64;
 
-/// An environment variable parsed as a number, with a default and bounds.
-pub(crate) fn env_u64(name: &CStr, default: u64, min: u64, max: u64) -> u64 {
-    getenv(name).and_then(parse_u64).unwrap_or(default).clamp(min, max)
+/// A [`Setting`](lockmeter_core::settings::Setting) of kind count, from the environment.
+pub(crate) fn env_count(s: &lockmeter_core::settings::Setting) -> u64 {
+    s.count(getenv(s.env_c))
 }
 
 /// Reads the file at `path` (NUL-terminated) into `buf`; returns the bytes read.
