@@ -68,7 +68,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
         let pb = pprof::build(&profile, sym);
         let mut buf = Vec::new();
         pprof::write(&pb, gzip, &mut buf)?;
-        std::fs::write(p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
+        lockmeter_format::files::write_new(p, &buf)?;
         eprintln!(
             "lockmeter: pprof profile written to {} ({} stacks; try `go tool pprof -top {}`)",
             p.display(),
@@ -84,7 +84,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             o.write_all(&buf).context("cannot write to standard output")?;
             o.flush().context("cannot write to standard output")?;
         } else {
-            std::fs::write(p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
+            lockmeter_format::files::write_new(p, &buf)?;
             eprintln!("lockmeter: CSV written to {}", p.display());
         }
     }

@@ -95,7 +95,7 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
     }
     match out {
         Some(p) => {
-            std::fs::write(&p, &buf).with_context(|| format!("cannot write {}", p.display()))?;
+            lockmeter_format::files::write_new(&p, &buf)?;
             eprintln!(
                 "lockmeter: {} written to {}",
                 if a.folded { "folded stacks" } else { "flame graph" },

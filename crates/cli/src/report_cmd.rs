@@ -21,9 +21,13 @@ pub(crate) struct ReportArgs {
     /// also the number of locks detailed (default 5).
     #[arg(long, value_name = "N")]
     top: Option<usize>,
-    /// Output format: text, json or csv.
+    /// Output format: text, json, csv, or html (one self-contained page: sortable lock table,
+    /// sites, who waited on whom, histograms, stacks and the flame graph; open it in a browser).
     #[arg(long, default_value = "text")]
     format: Format,
+    /// Write the report to FILE, a new file (default: standard output).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Keep only locks whose name contains PATTERN, or whose address it is (0x...).
     #[arg(long, value_name = "PATTERN")]
     lock: Option<String>,
@@ -46,8 +50,33 @@ fn load(file: &Path, symbols: bool, filter: &Filter) -> Result<Analysis> {
     Ok(Analysis::new_filtered(&profile, &SymbolizeOptions { enabled: symbols }, filter))
 }
 
+/// The flame graph of waiter stacks that the HTML report shows, when the profile has any.
+fn flame_svg(file: &Path, symbols: bool, lock: Option<&str>) -> Result<Option<String>> {
+    use lockmeter_report::export::flame::{self, FlameOptions};
+    use lockmeter_report::{ElfSymbolizer, NoSymbols, Symbolize};
+    let profile = lockmeter_format::read_profile_file(file)?;
+    let start = profile.header.start_unix_ns;
+    let mut elf =
+        symbols.then(|| ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start));
+    let mut none = NoSymbols;
+    let sym: &mut dyn Symbolize = match &mut elf {
+        Some(e) => e,
+        None => &mut none,
+    };
+    let opts = FlameOptions { lock: lock.map(str::to_owned), ..FlameOptions::default() };
+    let mut buf = Vec::new();
+    match flame::flamegraph(&profile, sym, &opts, &mut buf) {
+        Ok(()) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
+        Err(lockmeter_report::export::ExportError::Empty(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `lockmeter report`.
 pub(crate) fn report(a: ReportArgs) -> Result<()> {
+    if let Some(p) = &a.output {
+        lockmeter_format::files::check_new(p)?;
+    }
     let filter = Filter { lock: a.lock.clone(), function: a.function.clone() };
     let analysis = load(&a.file, !a.no_symbols, &filter)?;
     let opts = ReportOptions {
@@ -58,10 +87,25 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
         hist: a.hist,
         stacks: a.stacks,
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    lockmeter_report::render(&analysis, &opts, &mut out).context("cannot write the report")?;
-    out.flush().context("cannot write the report")?;
+    let mut buf = Vec::new();
+    if a.format == Format::Html {
+        let flame = flame_svg(&a.file, !a.no_symbols, a.lock.as_deref())?;
+        lockmeter_report::html(&analysis, &opts, flame.as_deref(), &mut buf)
+    } else {
+        lockmeter_report::render(&analysis, &opts, &mut buf)
+    }
+    .context("cannot write the report")?;
+    match &a.output {
+        Some(p) => {
+            lockmeter_format::files::write_new(p, &buf)?;
+            eprintln!("lockmeter: report written to {}", p.display());
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&buf).context("cannot write the report")?;
+            out.flush().context("cannot write the report")?;
+        }
+    }
     Ok(())
 }
 

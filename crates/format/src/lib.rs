@@ -65,6 +65,7 @@
 
 mod decode;
 mod encode;
+pub mod files;
 pub mod fuzzing;
 pub mod layout;
 pub mod model;

@@ -48,6 +48,7 @@
 pub mod analysis;
 mod csvout;
 pub mod export;
+mod html;
 mod json;
 pub mod options;
 pub mod symbolize;
@@ -61,6 +62,7 @@ pub use analysis::{
     ThreadAgg, Totals, hist_rows,
 };
 pub use csvout::csv;
+pub use html::html;
 pub use json::{SCHEMA_VERSION, json};
 pub use options::{
     By, DEFAULT_TOP, Filter, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey,
@@ -74,5 +76,6 @@ pub fn render(a: &Analysis, opts: &ReportOptions, w: &mut dyn io::Write) -> io::
         Format::Text => text(a, opts, w),
         Format::Json => json(a, opts, w),
         Format::Csv => csv(a, opts, w),
+        Format::Html => html(a, opts, None, w),
     }
 }

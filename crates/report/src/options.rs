@@ -55,6 +55,8 @@ pub enum Format {
     Json,
     /// CSV with a header row, one row per entry of the view.
     Csv,
+    /// One self-contained HTML page (see `html`).
+    Html,
 }
 
 /// Options of a report.
@@ -275,13 +277,14 @@ impl fmt::Display for SortKey {
 
 impl Format {
     /// Valid spellings.
-    pub const VALUES: &'static [&'static str] = &["text", "json", "csv"];
+    pub const VALUES: &'static [&'static str] = &["text", "json", "csv", "html"];
     /// The canonical spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Text => "text",
             Format::Json => "json",
             Format::Csv => "csv",
+            Format::Html => "html",
         }
     }
 }
@@ -293,6 +296,7 @@ impl FromStr for Format {
             "text" | "txt" => Format::Text,
             "json" => Format::Json,
             "csv" => Format::Csv,
+            "html" | "htm" => Format::Html,
             _ => {
                 return Err(ParseOptionError {
                     what: "format",

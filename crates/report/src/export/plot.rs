@@ -511,12 +511,7 @@ pub fn plot_to_file(a: &Analysis, opts: &PlotOptions, path: &Path) -> Result<(),
         ImageFormat::Svg => svg.into_bytes(),
         ImageFormat::Png => svg_to_png(&svg)?,
     };
-    std::fs::write(path, bytes).map_err(|e| {
-        ExportError::Io(std::io::Error::new(
-            e.kind(),
-            format!("cannot write {}: {e}", path.display()),
-        ))
-    })
+    lockmeter_format::files::write_new(path, &bytes).map_err(ExportError::Io)
 }
 
 #[cfg(test)]
