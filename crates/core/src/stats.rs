@@ -19,26 +19,87 @@ pub enum LockKind {
     SpinLock = 3,
     /// A lock of the lockmeter lock library, metered by `Metered<L>`.
     Library = 4,
+    /// A POSIX semaphore (`sem_t`).
+    Semaphore = 5,
+    /// A futex word of any program, seen by the kernel collector (its waits in the kernel).
+    Futex = 6,
+    /// A kernel spinlock (`spinlock_t`, `raw_spinlock_t`).
+    KernelSpinlock = 7,
+    /// A kernel reader-writer spinlock (`rwlock_t`).
+    KernelRwlock = 8,
+    /// A kernel `struct mutex`.
+    KernelMutex = 9,
+    /// A kernel reader-writer semaphore (`struct rw_semaphore`, e.g. `mmap_lock`).
+    KernelRwsem = 10,
+    /// A kernel real-time mutex (`struct rt_mutex`).
+    KernelRtMutex = 11,
+    /// A kernel per-CPU reader-writer semaphore.
+    KernelPercpuRwsem = 12,
+    /// A Go `sync.Mutex`.
+    GoMutex = 13,
+    /// A Go `sync.RWMutex`.
+    GoRwMutex = 14,
+    /// A kernel counting semaphore (`struct semaphore`).
+    KernelSemaphore = 15,
 }
+
+/// Every lock kind, in code order.
+pub const LOCK_KINDS: [LockKind; 15] = [
+    LockKind::Mutex,
+    LockKind::RwLock,
+    LockKind::SpinLock,
+    LockKind::Library,
+    LockKind::Semaphore,
+    LockKind::Futex,
+    LockKind::KernelSpinlock,
+    LockKind::KernelRwlock,
+    LockKind::KernelMutex,
+    LockKind::KernelRwsem,
+    LockKind::KernelRtMutex,
+    LockKind::KernelPercpuRwsem,
+    LockKind::GoMutex,
+    LockKind::GoRwMutex,
+    LockKind::KernelSemaphore,
+];
 
 impl LockKind {
     /// The kind from its numeric code.
     pub fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => LockKind::Mutex,
-            2 => LockKind::RwLock,
-            3 => LockKind::SpinLock,
-            4 => LockKind::Library,
-            _ => return None,
-        })
+        LOCK_KINDS.into_iter().find(|k| *k as u8 == v)
     }
-    /// The name used in reports and JSON: `mutex`, `rwlock`, `spinlock`, `library`.
+    /// Where locks of this kind are seen from: `preload` (the LD_PRELOAD collector), `futex`
+    /// and `kernel` (the eBPF collector), `go` (uprobes on the Go runtime), `library`
+    /// (`Metered<L>` in a program).
+    pub fn origin(self) -> &'static str {
+        match self {
+            LockKind::Mutex | LockKind::RwLock | LockKind::SpinLock | LockKind::Semaphore => {
+                "preload"
+            }
+            LockKind::Library => "library",
+            LockKind::Futex => "futex",
+            LockKind::GoMutex | LockKind::GoRwMutex => "go",
+            _ => "kernel",
+        }
+    }
+    /// The name used in reports and JSON: `mutex`, `rwlock`, `spinlock`, `library`, `futex`,
+    /// `kernel-spinlock`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",
             LockKind::RwLock => "rwlock",
             LockKind::SpinLock => "spinlock",
             LockKind::Library => "library",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Futex => "futex",
+            LockKind::KernelSpinlock => "kernel-spinlock",
+            LockKind::KernelRwlock => "kernel-rwlock",
+            LockKind::KernelMutex => "kernel-mutex",
+            LockKind::KernelRwsem => "kernel-rwsem",
+            LockKind::KernelRtMutex => "kernel-rtmutex",
+            LockKind::KernelPercpuRwsem => "kernel-percpu-rwsem",
+            LockKind::GoMutex => "go-mutex",
+            LockKind::GoRwMutex => "go-rwmutex",
+            LockKind::KernelSemaphore => "kernel-semaphore",
         }
     }
 }

@@ -371,17 +371,22 @@ fn is_system_module(m: &str) -> bool {
 }
 
 /// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
-/// outside the C library (frames[0] is already the caller of the lock function). `None` when
+/// outside the C library (frames[0] is already the caller of the lock function). A futex word
+/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`. `None` when
 /// that frame has no function name.
-fn first_use_name(frames: &[Frame]) -> Option<String> {
+fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<String> {
     let f = frames
         .iter()
         .find(|f| !f.module.as_deref().is_some_and(is_system_module))
         .or(frames.first())?;
     let func = f.function.as_ref()?;
+    let what = match kind {
+        LockKind::Futex => format!("futex {address:#x} first waited at"),
+        _ => "heap lock first used at".to_owned(),
+    };
     Some(match f.short_location() {
-        Some(loc) => format!("heap lock first used at {func} ({loc})"),
-        None => format!("heap lock first used at {f}"),
+        Some(loc) => format!("{what} {func} ({loc})"),
+        None => format!("{what} {f}"),
     })
 }
 
@@ -468,7 +473,9 @@ impl Analysis {
                 (Some(n.clone()), NameSource::Program)
             } else if let Some(n) = res.sym.data(l.address) {
                 (Some(n), NameSource::Symbol)
-            } else if let Some(n) = first_use.as_deref().and_then(first_use_name) {
+            } else if let Some(n) =
+                first_use.as_deref().and_then(|f| first_use_name(l.kind, l.address, f))
+            {
                 (Some(n), NameSource::FirstUse)
             } else {
                 (None, NameSource::Address)

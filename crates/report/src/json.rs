@@ -198,6 +198,7 @@ struct StatsOut {
 struct LockOut<'a> {
     id: u32,
     kind: &'static str,
+    origin: &'static str,
     name: Option<&'a str>,
     name_source: Option<&'static str>,
     display_name: String,
@@ -372,6 +373,7 @@ fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
     LockOut {
         id: l.id,
         kind: l.kind.as_str(),
+        origin: l.kind.origin(),
         name: l.name.as_deref(),
         name_source: l.name_source.as_str(),
         display_name: l.display_name(),

@@ -554,11 +554,35 @@ impl ElfSymbolizer {
     }
 }
 
+/// The prefix of the map entries in which the kernel collector records the kernel functions its
+/// stacks went through (`[kernel] NAME`, one entry per function, from `/proc/kallsyms` at the
+/// time of the run), so that kernel frames are named without the machine that recorded them.
+pub const KERNEL_SYMBOL_PREFIX: &str = "[kernel] ";
+
+/// A kernel function recorded in the profile's map, if one covers `addr`.
+fn kernel_frame(maps: &[MapEntry], addr: u64) -> Option<Frame> {
+    let i = maps.partition_point(|m| m.start <= addr);
+    let m = maps.get(i.checked_sub(1)?)?;
+    let name = m.path.strip_prefix(KERNEL_SYMBOL_PREFIX)?;
+    // A return address may be one past the end of a function that ends in a call.
+    (addr <= m.end).then(|| Frame {
+        address: addr,
+        module: Some("kernel".to_owned()),
+        module_offset: addr - m.start,
+        function: Some(name.to_owned()),
+        function_offset: addr - m.start,
+        ..Frame::default()
+    })
+}
+
 impl Symbolize for ElfSymbolizer {
     fn code(&mut self, addr: u64) -> Frame {
         let mut frame = Frame { address: addr, ..Frame::default() };
         if addr == 0 {
             return frame;
+        }
+        if let Some(k) = kernel_frame(&self.maps, addr) {
+            return k;
         }
         let Some((mi, map)) = self.module_of(addr) else { return frame };
         frame.module = Some(self.modules[mi].name.clone());

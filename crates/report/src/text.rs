@@ -583,6 +583,16 @@ fn heading(
     }
 }
 
+/// The line for a profile without lock acquisitions. The preload collector sees pthread locks
+/// only: it says what sees the rest.
+fn nothing_recorded(a: &Analysis) -> &'static str {
+    if a.header.collector == "preload" {
+        "no lock acquisitions were recorded: this run saw pthread locks only; locks not built on pthread (Rust std, Go, static binaries, hand-made futexes) and kernel locks need `sudo lockmeter record -- PROGRAM`"
+    } else {
+        "no lock acquisitions were recorded"
+    }
+}
+
 fn locks_table(
     a: &Analysis,
     key: SortKey,
@@ -591,7 +601,7 @@ fn locks_table(
     w: &mut dyn Write,
 ) -> io::Result<()> {
     if a.locks.is_empty() {
-        return writeln!(w, "no lock acquisitions were recorded");
+        return writeln!(w, "{}", nothing_recorded(a));
     }
     let locks = a.sorted_locks(key);
     let shown = top.min(locks.len());
