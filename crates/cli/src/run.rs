@@ -98,7 +98,7 @@ fn check_writable(output: &Path) -> Result<()> {
 }
 
 /// Which program `cmd` names, as the shell would find it.
-fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
+pub(crate) fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
     let p = Path::new(cmd);
     if p.components().count() > 1 || cmd.to_string_lossy().contains('/') {
         if p.exists() {
@@ -114,6 +114,48 @@ fn resolve_program(cmd: &OsString) -> Result<PathBuf> {
         }
     }
     bail!("cannot run '{}': not found on PATH", p.display())
+}
+
+/// Why LD_PRELOAD cannot reach the locks of `exe`, as one line that points at `record`: a
+/// statically linked program (no ELF interpreter loads the preload), or a setuid/setgid one run
+/// by another user (the loader ignores LD_PRELOAD). `None` for everything else, scripts included.
+pub(crate) fn preload_blind_spot(exe: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let name = exe.display();
+    let record = format!("record it with eBPF instead: sudo lockmeter record -- {name} ...");
+    let meta = std::fs::metadata(exe).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let setid = (meta.mode() & 0o4000 != 0 && meta.uid() != euid) || meta.mode() & 0o2000 != 0;
+    if setid && euid != 0 {
+        return Some(format!(
+            "{name} is setuid/setgid, so the loader ignores LD_PRELOAD: {record}"
+        ));
+    }
+    let data = std::fs::read(exe).ok()?;
+    let has_interp = match object::FileKind::parse(&*data).ok()? {
+        object::FileKind::Elf64 => {
+            has_interp::<object::elf::FileHeader64<object::Endianness>>(&data)?
+        }
+        object::FileKind::Elf32 => {
+            has_interp::<object::elf::FileHeader32<object::Endianness>>(&data)?
+        }
+        _ => return None,
+    };
+    (!has_interp).then(|| {
+        format!("{name} is statically linked, so LD_PRELOAD cannot reach its locks: {record}")
+    })
+}
+
+/// Whether an ELF file has a PT_INTERP program header (is dynamically linked).
+fn has_interp<H: object::read::elf::FileHeader<Endian = object::Endianness>>(
+    data: &[u8],
+) -> Option<bool> {
+    use object::read::elf::ProgramHeader;
+    let h = H::parse(data).ok()?;
+    let e = h.endian().ok()?;
+    let ph = h.program_headers(e, data).ok()?;
+    Some(ph.iter().any(|p| p.p_type(e) == object::elf::PT_INTERP))
 }
 
 /// A command that runs `command` under the preload `lib`, writing `output`, with the collector
@@ -168,7 +210,10 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let Some(prog) = command.first() else {
         bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
     };
-    resolve_program(prog)?;
+    let exe = resolve_program(prog)?;
+    if let Some(why) = preload_blind_spot(&exe) {
+        bail!("{why}");
+    }
     let lib = find_preload()?;
     let output = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
     check_writable(&output)?;
