@@ -11,12 +11,21 @@ command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 # Headless Chromium renders the HTML report in its end-to-end test.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The eBPF collector (`lockmeter record`): clang compiles the BPF programs, bpftool dumps the
+# kernel's BTF into vmlinux.h, libbpf-sys builds libbpf against libelf and zlib.
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
+[ -e /usr/include/libelf.h ] || need_apt+=(libelf-dev)
+[ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# Independent counts of the same tracepoints for the eBPF tests, and `perf lock` for the benchmark.
+command -v perf >/dev/null 2>&1 || need_apt+=(linux-perf)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null 2>&1; then
         echo "install: apt-get install ${need_apt[*]}"
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
     else
-        echo "install: please install ${need_apt[*]} (a C compiler for the end-to-end tests, a font for PNG plots, chromium for the HTML report test)" >&2
+        echo "install: please install ${need_apt[*]} (a C compiler for the end-to-end tests, a font for PNG plots, chromium for the HTML report test, clang/bpftool/libelf/zlib for eBPF)" >&2
         exit 1
     fi
 fi
@@ -25,4 +34,10 @@ if command -v rustup >/dev/null 2>&1; then
     for c in rustfmt clippy; do
         rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
     done
+fi
+
+# The eBPF collector reads tracepoints through tracefs; `record` mounts it too, but the tests'
+# independent counts (perf) need it first.
+if [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
+    mount -t tracefs nodev /sys/kernel/tracing || echo "install: could not mount tracefs; eBPF tests will say why they skip"
 fi

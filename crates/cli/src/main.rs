@@ -8,6 +8,7 @@ mod export_cmd;
 mod flame_cmd;
 mod overhead;
 mod plot_cmd;
+mod record;
 mod report_cmd;
 mod run;
 mod settings_args;
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Run a program and meter every pthread lock it takes.
     Run(run::RunArgs),
+    /// Record kernel locks and the futex waits of any program (Rust, Go, JVM, static), with eBPF.
+    Record(record::RecordArgs),
     /// Print a report of a profile.
     Report(report_cmd::ReportArgs),
     /// Draw wait-time CDFs and wait and hold histograms per lock (SVG or PNG).
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Record(a) => record::record(a),
         Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => plot_cmd::plot(a).map(|_| ExitCode::SUCCESS),
         Command::Flamegraph(a) => flame_cmd::flamegraph(a).map(|_| ExitCode::SUCCESS),

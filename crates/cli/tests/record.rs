@@ -1,0 +1,231 @@
+//! `lockmeter record` (the eBPF collector) against ground truth: programs that count their own
+//! futex waits, Rust std locks, a static binary, and kernel-lock contention counted by perf on
+//! the same tracepoint in the same run.
+//!
+//! eBPF needs root (or CAP_BPF + CAP_PERFMON): without it these tests print why they skip.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// Why eBPF tests cannot run here, or `None` when they can.
+fn ebpf_skip_reason(s: &Scratch) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (eBPF needs root or CAP_BPF + CAP_PERFMON)".into());
+    }
+    let probe = lockmeter(&s.dir, &["record", "-q", "-o", "probe.lmp", "--", "true"]);
+    if probe.stderr.contains("no eBPF support") {
+        return Some(format!("this lockmeter was built without eBPF: {}", probe.stderr.trim()));
+    }
+    probe.expect_code(0);
+    None
+}
+
+macro_rules! need_ebpf {
+    ($s:expr, $test:literal) => {
+        if let Some(why) = ebpf_skip_reason(&$s) {
+            eprintln!("SKIPPED {}: {why}", $test);
+            return;
+        }
+    };
+}
+
+/// `lockmeter record -q -o OUT [OPTS] -- EXE ARGS`.
+fn record(s: &Scratch, out: &str, opts: &[&str], exe: &Path, args: &[&str]) -> Ran {
+    let out = s.path(out);
+    let mut all: Vec<&str> = vec!["record", "-q", "-o", out.to_str().unwrap()];
+    all.extend_from_slice(opts);
+    all.push("--");
+    all.push(exe.to_str().unwrap());
+    all.extend_from_slice(args);
+    lockmeter(&s.dir, &all)
+}
+
+/// `counter N futex_waits N wait_ns N` from futexlock's output.
+fn futexlock_truth(stdout: &str) -> (u64, u64) {
+    let w: Vec<&str> = stdout.split_whitespace().collect();
+    let field = |name: &str| -> u64 {
+        let i =
+            w.iter().position(|x| *x == name).unwrap_or_else(|| panic!("no {name} in {stdout}"));
+        w[i + 1].parse().unwrap()
+    };
+    (field("futex_waits"), field("wait_ns"))
+}
+
+/// The hand-made futex lock: every FUTEX_WAIT it makes is counted, exactly; the wait time is
+/// within 10% of the program's own clock (which also counts the syscall's entry and exit).
+fn check_futexlock(s: &Scratch, exe: &Path) {
+    let ran = record(s, "fx.lmp", &[], exe, &["2", "3000", "20000"]);
+    ran.expect_code(0);
+    let (waits, wait_ns) = futexlock_truth(&ran.stdout);
+    let p = Profile::load(&s.path("fx.lmp"), &ran);
+    p.check_consistency();
+    let l = p.lock("hot_futex");
+    p.eq("hot_futex: kind", sf(l, "kind"), Some("futex"));
+    p.eq("hot_futex: origin", sf(l, "origin"), Some("futex"));
+    p.eq("hot_futex: contended (futex waits)", u(l, "contended"), waits);
+    p.eq("hot_futex: acquisitions", u(l, "acquisitions"), waits);
+    let ours = u(l, "wait_ns_total") as f64;
+    let ratio = ours / wait_ns as f64;
+    p.check(
+        (0.9..=1.1).contains(&ratio),
+        format!("hot_futex: wait {ours} ns vs the program's {wait_ns} ns (ratio {ratio:.3})"),
+    );
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    // The waker's stack is the holder's side of each waiter-holder pair: where it let go.
+    p.check(
+        l["pairs"].as_array().is_some_and(|h| !h.is_empty()),
+        "hot_futex: no waiter-waker pairs",
+    );
+}
+
+#[test]
+fn futex_waits_are_counted_exactly() {
+    let s = Scratch::new("rec-futex");
+    need_ebpf!(s, "futex_waits_are_counted_exactly");
+    let exe = s.compile_with("futexlock", "futexlock", &["-fno-omit-frame-pointer"]);
+    check_futexlock(&s, &exe);
+}
+
+#[test]
+fn static_binaries_are_seen_by_record_and_refused_by_run() {
+    let s = Scratch::new("rec-static");
+    let exe = s.compile_with("futexlock", "futexlock_static", &["-static"]);
+    let run = run_metered(&s, "run.lmp", &[], &exe, &["2", "10"]);
+    assert_ne!(run.code(), 0, "{run}");
+    assert!(
+        run.stderr.contains("statically linked") && run.stderr.contains("lockmeter record"),
+        "{run}"
+    );
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{run}");
+    need_ebpf!(s, "static_binaries_are_seen_by_record_and_refused_by_run (record)");
+    check_futexlock(&s, &exe);
+}
+
+#[test]
+fn rust_std_locks_are_named_by_their_statics() {
+    let s = Scratch::new("rec-rust");
+    need_ebpf!(s, "rust_std_locks_are_named_by_their_statics");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/rust_mutex.rs");
+    let exe = s.path("rust_mutex");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc)
+        .args(["-O", "-g", "-C", "force-frame-pointers=yes", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cannot run rustc");
+    assert!(out.status.success(), "rustc: {}", String::from_utf8_lossy(&out.stderr));
+    let iters = 100_000u64;
+    let ran = record(&s, "r.lmp", &[], &exe, &["4", &iters.to_string()]);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains(&format!("HOT {}", 4 * iters)), "{ran}");
+    let p = Profile::load(&s.path("r.lmp"), &ran);
+    p.check_consistency();
+    let hot = p.lock("rust_mutex::HOT");
+    p.eq("HOT: kind", sf(hot, "kind"), Some("futex"));
+    p.check(u(hot, "contended") > 0, "HOT never waited in the kernel");
+    p.check(u(hot, "contended") <= 4 * iters, "HOT: more waits than acquisitions");
+    // The waiter's stack goes through std's futex mutex, named by the symbolizer.
+    let waiters = hot["waiters"].to_string();
+    p.check(waiters.contains("futex"), "HOT: the waiter stacks do not show std's futex path");
+}
+
+/// `N,,lock:contention_end,...` from `perf stat -x,`.
+fn perf_count(stderr: &str, event: &str) -> Option<u64> {
+    stderr
+        .lines()
+        .find(|l| l.contains(&format!(",{event},")))
+        .and_then(|l| l.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+}
+
+#[test]
+fn kernel_lock_contention_matches_perf_on_the_same_tracepoint() {
+    let s = Scratch::new("rec-kernel");
+    need_ebpf!(s, "kernel_lock_contention_matches_perf_on_the_same_tracepoint");
+    if Command::new("perf").arg("--version").output().is_err() {
+        eprintln!(
+            "SKIPPED kernel_lock_contention_matches_perf_on_the_same_tracepoint: no perf (bash .ci/install.sh installs linux-perf)"
+        );
+        return;
+    }
+    let exe = s.compile("mmapper");
+    // lockmeter traces perf and its child, the workload; perf counts the workload's events.
+    let out = s.path("k.lmp");
+    let ran = lockmeter(
+        &s.dir,
+        &[
+            "record",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "perf",
+            "stat",
+            "-x,",
+            "-e",
+            "lock:contention_end",
+            "--",
+            exe.to_str().unwrap(),
+            "4",
+            "10000",
+        ],
+    );
+    ran.expect_code(0);
+    let Some(truth) = perf_count(&ran.stderr, "lock:contention_end") else {
+        panic!("no count from perf stat\n{ran}");
+    };
+    let child = s.files_with_prefix("k.lmp.");
+    assert_eq!(child.len(), 1, "one profile for the workload, beside perf's: {child:?}\n{ran}");
+    let p = Profile::load(&child[0], &ran);
+    p.check_consistency();
+    let ours: u64 = p
+        .locks()
+        .iter()
+        .filter(|l| sf(l, "origin") == Some("kernel"))
+        .map(|l| u(l, "contended"))
+        .sum();
+    p.check(
+        truth > 100,
+        format!("the workload barely contended ({truth} events): too small to compare"),
+    );
+    let diff = (ours as f64 - truth as f64).abs() / truth as f64;
+    p.check(
+        diff <= 0.02,
+        format!("kernel contention: lockmeter {ours} vs perf {truth} ({:.2}%)", diff * 100.0),
+    );
+    p.check(
+        p.locks()
+            .iter()
+            .any(|l| sf(l, "name") == Some("mmap_lock") && sf(l, "kind") == Some("kernel-rwsem")),
+        "mmap_lock not recognized",
+    );
+}
+
+#[test]
+fn record_without_privilege_says_what_is_needed() {
+    let s = Scratch::new("rec-priv");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let ran = lockmeter(&s.dir, &["record", "--", "true"]);
+        assert_ne!(ran.code(), 0);
+        assert!(ran.stderr.contains("root") || ran.stderr.contains("eBPF"), "{ran}");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED record_without_privilege_says_what_is_needed: no setpriv to drop root");
+        return;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(lockmeter_bin())
+        .args(["record", "-o", "/nonexistent/x.lmp", "--", "true"])
+        .current_dir("/");
+    let ran = finish("lockmeter record as nobody".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    assert_eq!(ran.code(), 2, "{ran}");
+    assert_eq!(ran.stderr.trim().lines().count(), 1, "one line: {ran}");
+    assert!(ran.stderr.contains("CAP_BPF") || ran.stderr.contains("no eBPF support"), "{ran}");
+}

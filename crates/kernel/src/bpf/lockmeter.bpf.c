@@ -1,0 +1,509 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// lockmeter's kernel collector: kernel lock contention (lock:contention_begin/end) and the
+// futex waits of traced processes (sys_enter/exit_futex, futex_wait, futex_waitv), aggregated
+// in BPF hash maps: count, total, max and a log2 histogram per (process, thread, lock, stack,
+// other stack). Nothing is sent per event. What does not fit is counted in `drops`.
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#define HIST 65        /* as lockmeter_core::hist::BUCKETS: bucket = 64 - clz(v), 0 for 0 */
+#define NEST 4         /* kernel lock contentions nested in one task */
+#define MAX_AGG 65536
+#define MAX_TASKS 16384
+
+/* Kinds, as lockmeter_core::LockKind. */
+#define K_FUTEX 6
+#define K_SPIN 7
+#define K_RWLOCK 8
+#define K_MUTEX 9
+#define K_RWSEM 10
+#define K_RTMUTEX 11
+#define K_PERCPU_RWSEM 12
+#define K_SEM 15
+
+/* A tracepoint program's return value decides whether the event still reaches perf's other
+ * users of the same tracepoint (perf stat, perf lock, perf trace): 0 would hide it from them. */
+#define KEEP 1
+
+/* lock:contention_begin flags (include/trace/events/lock.h). */
+#define LCB_F_SPIN (1U << 0)
+#define LCB_F_READ (1U << 1)
+#define LCB_F_WRITE (1U << 2)
+#define LCB_F_RT (1U << 3)
+#define LCB_F_PERCPU (1U << 4)
+#define LCB_F_MUTEX (1U << 5)
+
+/* Modes, as lockmeter_core::Mode. */
+#define M_EXCL 0
+#define M_READ 1
+#define M_WRITE 2
+
+/* Names the BPF side recognizes (as profile.rs HINT_*). */
+#define HINT_MMAP_LOCK 1
+#define HINT_SIGLOCK 2
+
+/* Drop counters. */
+#define D_AGG 0     /* an aggregate did not fit */
+#define D_TASK 1    /* a per-task start did not fit */
+#define D_STACK 2   /* a stack could not be taken (map full or unwinding failed) */
+#define D_NEST 3    /* kernel contention nested deeper than NEST */
+#define D_MAX 4
+
+const volatile bool trace_all = false;
+const volatile bool want_kernel = true;
+const volatile bool want_futex = true;
+const volatile __u32 self_tgid = 0;
+
+/* Processes traced (when not trace_all): tgid -> 1. Children are added on fork. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct agg_key {
+	__u64 addr;       /* lock address (kernel) or futex word (user) */
+	__u32 tgid;
+	__u32 tid;
+	__s32 stack;      /* waiter stack id (kernel stack for kernel locks, user stack for futexes) */
+	__s32 other;      /* futex: the waker's user stack id (-1: unknown); kernel: user stack id */
+	__u32 kind;
+	__u32 mode;
+};
+
+struct agg_val {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u64 hist[HIST];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_AGG);
+	__type(key, struct agg_key);
+	__type(value, struct agg_val);
+} agg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, D_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct kwait {
+	__u64 ts;
+	__u64 lock;
+	__u32 flags;
+	__s32 stack;
+	__s32 ustack;
+	__u32 pad;
+};
+
+struct knest {
+	__u32 depth;
+	__u32 pad;
+	struct kwait w[NEST];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TASKS);
+	__type(key, __u32);
+	__type(value, struct knest);
+} kstart SEC(".maps");
+
+struct fwait {
+	__u64 ts;
+	__u64 uaddr;
+	__s32 stack;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TASKS);
+	__type(key, __u32);
+	__type(value, struct fwait);
+} fstart SEC(".maps");
+
+struct wake_key {
+	__u64 uaddr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* The last waker of each futex word: its user stack id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_AGG);
+	__type(key, struct wake_key);
+	__type(value, __s32);
+} lastwake SEC(".maps");
+
+/* Scratch space for a zeroed knest (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct knest);
+} zero_nest SEC(".maps");
+
+/* A zeroed aggregate (too large for the BPF stack); never written. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg_val);
+} zero_val SEC(".maps");
+
+static __always_inline void drop(__u32 what)
+{
+	__u64 *d = bpf_map_lookup_elem(&drops, &what);
+	if (d)
+		__sync_fetch_and_add(d, 1);
+}
+
+static __always_inline bool traced(__u32 tgid)
+{
+	if (tgid == self_tgid)
+		return false;
+	if (trace_all)
+		return true;
+	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 r = 0, s;
+	if (!v)
+		return 0;
+	s = (v > 0xFFFFFFFFULL) << 5; v >>= s; r = s;
+	s = (v > 0xFFFF) << 4; v >>= s; r |= s;
+	s = (v > 0xFF) << 3; v >>= s; r |= s;
+	s = (v > 0xF) << 2; v >>= s; r |= s;
+	s = (v > 0x3) << 1; v >>= s; r |= s;
+	r |= (v >> 1);
+	return r + 1; /* most significant bit index + 1, as Log2Hist */
+}
+
+static __always_inline void account(struct agg_key *k, __u64 ns)
+{
+	struct agg_val *v = bpf_map_lookup_elem(&agg, k);
+	if (!v) {
+		__u32 z = 0;
+		struct agg_val *zero = bpf_map_lookup_elem(&zero_val, &z);
+		if (!zero)
+			return;
+		/* Fails harmlessly when another CPU inserted it first, or when the map is full. */
+		bpf_map_update_elem(&agg, k, zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&agg, k);
+		if (!v) {
+			drop(D_AGG);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->total_ns, ns);
+	if (ns > v->max_ns)
+		v->max_ns = ns; /* a racing update may lose a max; counts and totals are exact */
+	__u32 b = log2_bucket(ns);
+	if (b < HIST)
+		__sync_fetch_and_add(&v->hist[b], 1);
+}
+
+static __always_inline __s32 stack_id(void *ctx, __u64 flags)
+{
+	long id = bpf_get_stackid(ctx, &stacks, flags);
+	if (id < 0) {
+		drop(D_STACK);
+		return -1;
+	}
+	return id;
+}
+
+/* ---- processes ---- */
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (trace_all)
+		return 0;
+	/* A new thread of a traced process is traced through its tgid already. */
+	if (child->pid != child->tgid)
+		return 0;
+	__u32 ptgid = parent->tgid;
+	if (!bpf_map_lookup_elem(&tgids, &ptgid))
+		return 0;
+	__u32 c = child->tgid;
+	__u8 one = 1;
+	bpf_map_update_elem(&tgids, &c, &one, BPF_ANY);
+	return 0;
+}
+
+/* ---- kernel locks ---- */
+
+SEC("tracepoint/lock/contention_begin")
+int on_contention_begin(struct trace_event_raw_contention_begin *ctx)
+{
+	if (!want_kernel)
+		return KEEP;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (!traced(tgid))
+		return KEEP;
+	struct knest *n = bpf_map_lookup_elem(&kstart, &tid);
+	if (!n) {
+		__u32 z = 0;
+		struct knest *zero = bpf_map_lookup_elem(&zero_nest, &z);
+		if (!zero)
+			return KEEP;
+		zero->depth = 0;
+		if (bpf_map_update_elem(&kstart, &tid, zero, BPF_NOEXIST)) {
+			drop(D_TASK);
+			return KEEP;
+		}
+		n = bpf_map_lookup_elem(&kstart, &tid);
+		if (!n)
+			return KEEP;
+	}
+	__u64 lock = (__u64)ctx->lock_addr;
+	__u32 d = n->depth;
+	/* A mutex that spins first begins twice (SPIN|MUTEX, then MUTEX): one contention. */
+	if (d > 0 && d <= NEST && n->w[(d - 1) & (NEST - 1)].lock == lock) {
+		n->w[(d - 1) & (NEST - 1)].flags = ctx->flags;
+		return KEEP;
+	}
+	if (d >= NEST) {
+		drop(D_NEST);
+		return KEEP;
+	}
+	struct kwait *w = &n->w[d & (NEST - 1)];
+	w->ts = bpf_ktime_get_ns();
+	w->lock = lock;
+	w->flags = ctx->flags;
+	w->stack = stack_id(ctx, 0);
+	w->ustack = stack_id(ctx, BPF_F_USER_STACK);
+	/* mmap_lock and siglock of the current task, recognized by address. */
+	w->pad = 0;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct mm_struct *mm = BPF_CORE_READ(t, mm);
+	if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
+		w->pad = HINT_MMAP_LOCK;
+	struct sighand_struct *sh = BPF_CORE_READ(t, sighand);
+	if (sh && lock == (__u64)sh + bpf_core_field_offset(struct sighand_struct, siglock))
+		w->pad = HINT_SIGLOCK;
+	n->depth = d + 1;
+	return KEEP;
+}
+
+static __always_inline void kind_mode(__u32 f, __u32 *kind, __u32 *mode)
+{
+	*mode = (f & LCB_F_READ) ? M_READ : (f & LCB_F_WRITE) ? M_WRITE : M_EXCL;
+	if (f & LCB_F_MUTEX)
+		*kind = K_MUTEX;
+	else if (f & LCB_F_RT)
+		*kind = K_RTMUTEX;
+	else if (f & LCB_F_SPIN)
+		*kind = (f & (LCB_F_READ | LCB_F_WRITE)) ? K_RWLOCK : K_SPIN;
+	else if (f & LCB_F_PERCPU)
+		*kind = K_PERCPU_RWSEM;
+	else if (f & (LCB_F_READ | LCB_F_WRITE))
+		*kind = K_RWSEM;
+	else
+		*kind = K_SEM;
+}
+
+SEC("tracepoint/lock/contention_end")
+int on_contention_end(struct trace_event_raw_contention_end *ctx)
+{
+	if (!want_kernel)
+		return KEEP;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct knest *n = bpf_map_lookup_elem(&kstart, &tid);
+	if (!n || n->depth == 0 || n->depth > NEST)
+		return KEEP;
+	__u64 lock = (__u64)ctx->lock_addr;
+	__u32 d = n->depth;
+	/* The innermost contention on this lock (normally the top). */
+	int found = -1;
+#pragma unroll
+	for (int i = NEST - 1; i >= 0; i--) {
+		if (found < 0 && (__u32)i < d && n->w[i].lock == lock)
+			found = i;
+	}
+	if (found < 0)
+		return KEEP;
+	struct kwait w = n->w[found & (NEST - 1)];
+	n->depth = found;
+	__u64 now = bpf_ktime_get_ns();
+	struct agg_key k = {};
+	k.addr = lock;
+	k.tgid = tgid;
+	k.tid = tid;
+	k.stack = w.stack;
+	k.other = w.ustack;
+	kind_mode(w.flags, &k.kind, &k.mode);
+	k.mode |= w.pad << 8;
+	account(&k, now - w.ts);
+	return KEEP;
+}
+
+/* ---- futexes ---- */
+
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+#define FUTEX_REQUEUE 3
+#define FUTEX_CMP_REQUEUE 4
+#define FUTEX_WAKE_OP 5
+#define FUTEX_LOCK_PI 6
+#define FUTEX_UNLOCK_PI 7
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAKE_BITSET 10
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_LOCK_PI2 13
+#define FUTEX_CMD_MASK 127
+
+static __always_inline void futex_wait_begin(void *ctx, __u64 uaddr)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (!want_futex || !traced(tgid))
+		return;
+	struct fwait w = {};
+	w.ts = bpf_ktime_get_ns();
+	w.uaddr = uaddr;
+	w.stack = stack_id(ctx, BPF_F_USER_STACK);
+	if (bpf_map_update_elem(&fstart, &tid, &w, BPF_ANY))
+		drop(D_TASK);
+}
+
+static __always_inline void futex_wake(void *ctx, __u64 uaddr)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!want_futex || !traced(tgid))
+		return;
+	struct wake_key k = {};
+	k.uaddr = uaddr;
+	k.tgid = tgid;
+	__s32 s = stack_id(ctx, BPF_F_USER_STACK);
+	bpf_map_update_elem(&lastwake, &k, &s, BPF_ANY);
+}
+
+static __always_inline void futex_wait_end(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct fwait *w = bpf_map_lookup_elem(&fstart, &tid);
+	if (!w)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct agg_key k = {};
+	k.addr = w->uaddr;
+	k.tgid = tgid;
+	k.tid = tid;
+	k.stack = w->stack;
+	k.kind = K_FUTEX;
+	k.mode = M_EXCL;
+	struct wake_key wk = {};
+	wk.uaddr = w->uaddr;
+	wk.tgid = tgid;
+	__s32 *waker = bpf_map_lookup_elem(&lastwake, &wk);
+	k.other = waker ? *waker : -1;
+	__u64 ns = now - w->ts;
+	bpf_map_delete_elem(&fstart, &tid);
+	account(&k, ns);
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex")
+int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 uaddr = ctx->args[0];
+	int cmd = (int)ctx->args[1] & FUTEX_CMD_MASK;
+	switch (cmd) {
+	case FUTEX_WAIT:
+	case FUTEX_WAIT_BITSET:
+	case FUTEX_LOCK_PI:
+	case FUTEX_LOCK_PI2:
+	case FUTEX_WAIT_REQUEUE_PI:
+		futex_wait_begin(ctx, uaddr);
+		break;
+	case FUTEX_WAKE:
+	case FUTEX_WAKE_BITSET:
+	case FUTEX_UNLOCK_PI:
+	case FUTEX_WAKE_OP:
+	case FUTEX_REQUEUE:
+	case FUTEX_CMP_REQUEUE:
+		futex_wake(ctx, uaddr);
+		break;
+	}
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_wait_end();
+	return KEEP;
+}
+
+/* futex2: futex_wait(uaddr, val, mask, flags, timeout, clockid), futex_wake(uaddr, ...). */
+SEC("tracepoint/syscalls/sys_enter_futex_wait")
+int on_futex2_wait_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	futex_wait_begin(ctx, ctx->args[0]);
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_wait")
+int on_futex2_wait_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_wait_end();
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex_wake")
+int on_futex2_wake_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	futex_wake(ctx, ctx->args[0]);
+	return KEEP;
+}
+
+/* futex_waitv(waiters, nr, flags, timeout, clockid): the first word names the wait. */
+struct futex_waitv_user {
+	__u64 val;
+	__u64 uaddr;
+	__u32 flags;
+	__u32 reserved;
+};
+
+SEC("tracepoint/syscalls/sys_enter_futex_waitv")
+int on_futex_waitv_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	struct futex_waitv_user first = {};
+	if (bpf_probe_read_user(&first, sizeof(first), (void *)ctx->args[0]))
+		return KEEP;
+	futex_wait_begin(ctx, first.uaddr);
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_waitv")
+int on_futex_waitv_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_wait_end();
+	return KEEP;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

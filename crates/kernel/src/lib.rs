@@ -1,0 +1,91 @@
+//! lockmeter's kernel collector: what the kernel sees of a program's locks, with eBPF.
+//!
+//! - **Kernel locks** from the tracepoints `lock:contention_begin` / `lock:contention_end`: per
+//!   lock, waiting thread and kernel stack (with the user stack that led there), the contended
+//!   count and the wait time (total, max, log2 histogram). Kinds come from the tracepoint flags;
+//!   `mmap_lock` and `siglock` are recognized from the task structures.
+//! - **Futex waits of any program** (Rust `std::sync`, C, C++, the JVM, static binaries) from
+//!   `futex`, `futex_wait` and `futex_waitv`: per futex word, waiting thread, waiter user stack
+//!   and the user stack of the last thread that woke the word (where the holder let go).
+//!
+//! Everything is aggregated in BPF hash maps; nothing is sent per event. What does not fit is
+//! counted and written to the profile's `dropped` figures. The result is the same profile model
+//! the preload collector writes ([`lockmeter_format::Profile`], collector `kernel`), one profile
+//! per traced process, so every view of `lockmeter report` works on it.
+//!
+//! The BPF side is `src/bpf/lockmeter.bpf.c`, compiled against the running kernel's BTF by
+//! `build.rs` (clang, bpftool) into a libbpf-rs skeleton. Without them the crate still builds
+//! and [`unavailable`] says how to get eBPF support.
+
+mod procfs;
+mod profile;
+
+#[cfg(lockmeter_bpf)]
+mod bpf;
+
+pub use profile::{Raw, RawAgg, RawProc, build_profiles};
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// What to trace.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Run this command (and its children) and trace it until it ends.
+    Command(Vec<OsString>),
+    /// Trace a running process (and the children it starts).
+    Pid(u32),
+    /// Trace every process on the machine.
+    All,
+}
+
+/// Options of a recording.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// What to trace.
+    pub target: Target,
+    /// Stop after this long (required for `All` and `Pid` unless interrupted).
+    pub duration: Option<Duration>,
+    /// Frames kept per stack (user and kernel stacks each).
+    pub frames: usize,
+}
+
+/// What a recording produced.
+#[derive(Debug)]
+pub struct Recorded {
+    /// One profile per traced process that waited on something, the target first.
+    pub profiles: Vec<lockmeter_format::Profile>,
+    /// The command's exit status (for `Target::Command`).
+    pub status: Option<std::process::ExitStatus>,
+}
+
+/// Why eBPF recording cannot work here, as one line that says what to do; `None` when it can.
+pub fn unavailable() -> Option<String> {
+    #[cfg(not(lockmeter_bpf))]
+    {
+        let why = include_str!(concat!(env!("OUT_DIR"), "/no_bpf_reason.txt"));
+        Some(format!(
+            "this lockmeter has no eBPF support ({why}): install clang, bpftool, libelf-dev and zlib1g-dev (bash .ci/install.sh does) and rebuild with `cargo build --release`"
+        ))
+    }
+    #[cfg(lockmeter_bpf)]
+    {
+        procfs::privilege_problem()
+    }
+}
+
+/// Records what `opts` says; `progress` is told what is happening (one line at a time).
+pub fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Recorded> {
+    if let Some(why) = unavailable() {
+        anyhow::bail!("{why}");
+    }
+    #[cfg(lockmeter_bpf)]
+    {
+        bpf::record(opts, progress)
+    }
+    #[cfg(not(lockmeter_bpf))]
+    {
+        let _ = (opts, progress);
+        unreachable!("unavailable() is Some without eBPF support")
+    }
+}
