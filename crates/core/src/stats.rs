@@ -19,8 +19,6 @@ pub enum LockKind {
     SpinLock = 3,
     /// A lock of the lockmeter lock library, metered by `Metered<L>`.
     Library = 4,
-    /// A POSIX semaphore (`sem_t`).
-    Semaphore = 5,
     /// A futex word of any program, seen by the kernel collector (its waits in the kernel).
     Futex = 6,
     /// A kernel spinlock (`spinlock_t`, `raw_spinlock_t`).
@@ -35,21 +33,16 @@ pub enum LockKind {
     KernelRtMutex = 11,
     /// A kernel per-CPU reader-writer semaphore.
     KernelPercpuRwsem = 12,
-    /// A Go `sync.Mutex`.
-    GoMutex = 13,
-    /// A Go `sync.RWMutex`.
-    GoRwMutex = 14,
     /// A kernel counting semaphore (`struct semaphore`).
-    KernelSemaphore = 15,
+    KernelSemaphore = 13,
 }
 
 /// Every lock kind, in code order.
-pub const LOCK_KINDS: [LockKind; 15] = [
+pub const LOCK_KINDS: [LockKind; 12] = [
     LockKind::Mutex,
     LockKind::RwLock,
     LockKind::SpinLock,
     LockKind::Library,
-    LockKind::Semaphore,
     LockKind::Futex,
     LockKind::KernelSpinlock,
     LockKind::KernelRwlock,
@@ -57,8 +50,6 @@ pub const LOCK_KINDS: [LockKind; 15] = [
     LockKind::KernelRwsem,
     LockKind::KernelRtMutex,
     LockKind::KernelPercpuRwsem,
-    LockKind::GoMutex,
-    LockKind::GoRwMutex,
     LockKind::KernelSemaphore,
 ];
 
@@ -68,16 +59,13 @@ impl LockKind {
         LOCK_KINDS.into_iter().find(|k| *k as u8 == v)
     }
     /// Where locks of this kind are seen from: `preload` (the LD_PRELOAD collector), `futex`
-    /// and `kernel` (the eBPF collector), `go` (uprobes on the Go runtime), `library`
+    /// and `kernel` (the eBPF collector), `library`
     /// (`Metered<L>` in a program).
     pub fn origin(self) -> &'static str {
         match self {
-            LockKind::Mutex | LockKind::RwLock | LockKind::SpinLock | LockKind::Semaphore => {
-                "preload"
-            }
+            LockKind::Mutex | LockKind::RwLock | LockKind::SpinLock => "preload",
             LockKind::Library => "library",
             LockKind::Futex => "futex",
-            LockKind::GoMutex | LockKind::GoRwMutex => "go",
             _ => "kernel",
         }
     }
@@ -89,7 +77,6 @@ impl LockKind {
             LockKind::RwLock => "rwlock",
             LockKind::SpinLock => "spinlock",
             LockKind::Library => "library",
-            LockKind::Semaphore => "semaphore",
             LockKind::Futex => "futex",
             LockKind::KernelSpinlock => "kernel-spinlock",
             LockKind::KernelRwlock => "kernel-rwlock",
@@ -97,8 +84,6 @@ impl LockKind {
             LockKind::KernelRwsem => "kernel-rwsem",
             LockKind::KernelRtMutex => "kernel-rtmutex",
             LockKind::KernelPercpuRwsem => "kernel-percpu-rwsem",
-            LockKind::GoMutex => "go-mutex",
-            LockKind::GoRwMutex => "go-rwmutex",
             LockKind::KernelSemaphore => "kernel-semaphore",
         }
     }

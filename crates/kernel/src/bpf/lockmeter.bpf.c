@@ -21,7 +21,7 @@
 #define K_RWSEM 10
 #define K_RTMUTEX 11
 #define K_PERCPU_RWSEM 12
-#define K_SEM 15
+#define K_SEM 13
 
 /* A tracepoint program's return value decides whether the event still reaches perf's other
  * users of the same tracepoint (perf stat, perf lock, perf trace): 0 would hide it from them. */
