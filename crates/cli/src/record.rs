@@ -106,7 +106,7 @@ pub(crate) fn record(a: RecordArgs) -> Result<ExitCode> {
         }
     }
     let status = rec.status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0));
-    let ran = crate::run::Ran { status, main, others };
+    let ran = crate::run::Ran { status, main, others, blind_spot: None };
     let prog: Vec<OsString> = match &opts.target {
         Target::Command(c) => c.clone(),
         Target::Pid(p) => vec![format!("pid {p}").into()],

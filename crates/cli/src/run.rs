@@ -203,6 +203,8 @@ pub(crate) struct Ran {
     pub(crate) status: std::process::ExitStatus,
     pub(crate) main: Option<PathBuf>,
     pub(crate) others: Vec<PathBuf>,
+    /// Why the collector could not reach the program, said before it ran.
+    pub(crate) blind_spot: Option<String>,
 }
 
 /// Runs `command` under the preload, writing `output`.
@@ -211,23 +213,16 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
     };
     let exe = resolve_program(prog)?;
-    if let Some(why) = preload_blind_spot(&exe) {
-        bail!("{why}");
+    let blind_spot = preload_blind_spot(&exe);
+    if let Some(why) = &blind_spot {
+        eprintln!("lockmeter: {why} (running it unmetered)");
     }
     let lib = find_preload()?;
     let output = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
+    // Nothing the user had is renamed or replaced: an existing file, directory or link is an
+    // error before the program runs (the collector, too, only ever creates new names).
+    lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
-    if output.exists() {
-        let mut old = output.clone().into_os_string();
-        old.push(".old");
-        std::fs::rename(&output, &old)
-            .with_context(|| format!("cannot move the existing {} aside", output.display()))?;
-        eprintln!(
-            "lockmeter: moved the existing {} to {}",
-            output.display(),
-            PathBuf::from(&old).display()
-        );
-    }
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
@@ -276,7 +271,7 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         }
     }
     others.sort();
-    Ok(Ran { status, main, others })
+    Ok(Ran { status, main, others, blind_spot })
 }
 
 /// `lockmeter run`.
@@ -310,8 +305,9 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
                 "lockmeter: {prog} was killed by signal {sig} ({}) before it could write a profile: profiles are written at exit, _exit, exec and on SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGABRT",
                 signal_name(sig)
             ),
+            None if ran.blind_spot.is_some() => {}
             None => eprintln!(
-                "lockmeter: {prog} wrote no profile: is it statically linked, or did it replace LD_PRELOAD?"
+                "lockmeter: {prog} wrote no profile: it ended without running exit handlers (a raw exit_group, as Go does), replaced LD_PRELOAD, or metering was disabled"
             ),
         },
         None => {}

@@ -1028,16 +1028,42 @@ fn default_output_names_never_overwrite() {
         ran.expect_code(0);
         assert!(ran.stdout.contains("\"end_lock\""), "{n}\n{ran}");
     }
-    // -o onto an existing file moves the old one aside.
-    lockmeter(&s.dir, &["run", "-q", "-o", "lockmeter-1.lmp", "--", e, "exit7", "20", "1"])
-        .expect_code(7);
-    assert!(s.path("lockmeter-1.lmp.old").is_file());
+    // -o onto an existing file, a directory or a link: refused before the program runs, one
+    // line, and nothing the user had is renamed or changed.
+    let before = std::fs::read(s.path("lockmeter-1.lmp")).unwrap();
+    std::fs::create_dir(s.path("adir")).unwrap();
+    std::fs::write(s.path("adir/keep"), b"mine").unwrap();
+    std::os::unix::fs::symlink(s.path("target-of-link"), s.path("alink.lmp")).unwrap();
+    for (o, why) in [
+        ("lockmeter-1.lmp", "never overwrites"),
+        ("adir", "is a directory"),
+        (".", "is a directory"),
+        ("alink.lmp", "symbolic link"),
+    ] {
+        let ran = lockmeter(&s.dir, &["run", "-q", "-o", o, "--", e, "exit7", "20", "1"]);
+        assert_eq!(ran.code(), 2, "-o {o}\n{ran}");
+        assert!(ran.stderr.contains(why), "-o {o}\n{ran}");
+        assert_eq!(ran.stderr.trim().lines().count(), 1, "-o {o}: one line\n{ran}");
+        assert!(!ran.stdout.contains("end_lock"), "-o {o}: the program ran\n{ran}");
+    }
+    assert_eq!(std::fs::read(s.path("lockmeter-1.lmp")).unwrap(), before);
+    assert_eq!(std::fs::read(s.path("adir/keep")).unwrap(), b"mine");
+    assert!(!s.path("target-of-link").exists());
+    assert!(s.files_with_prefix("lockmeter-1.lmp.").is_empty(), "{:?}", s.files_with_prefix(""));
+    assert!(s.dir.is_dir());
     let ran = lockmeter(&s.dir, &["run", "-q", "-o", "fresh.lmp", "--", e, "exit7", "30", "1"]);
     ran.expect_code(7);
     let p = Profile::load(&s.path("fresh.lmp"), &ran);
     p.expect_lock("end_lock", "mutex", 30);
     let p = Profile::load(&s.path("lockmeter-1.lmp"), &ran);
-    p.expect_lock("end_lock", "mutex", 20);
+    p.expect_lock("end_lock", "mutex", 10);
+    // No temporary files left beside the profiles.
+    let litter: Vec<_> = s
+        .files_with_prefix("")
+        .into_iter()
+        .filter(|f| f.to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(litter.is_empty(), "{litter:?}");
 }
 
 #[test]
@@ -1203,7 +1229,10 @@ fn a_static_program_runs_unmetered_with_its_status() {
     );
     ran.expect_code(7);
     assert!(!out.exists(), "{ran}");
-    assert!(ran.stderr.contains("wrote no profile"), "{ran}");
+    // Said once, before it ran, with what sees its locks.
+    assert!(ran.stderr.contains("is statically linked"), "{ran}");
+    assert!(ran.stderr.contains("lockmeter record"), "{ran}");
+    assert_eq!(ran.stderr.trim().lines().count(), 1, "{ran}");
     assert!(!ran.stderr.contains("panicked"), "{ran}");
 }
 

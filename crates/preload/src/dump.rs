@@ -112,33 +112,112 @@ fn write_profile_inner(end: End) -> bool {
     ok
 }
 
-fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
+/// Opens the file the profile is encoded into, before it gets its final name: an unnamed
+/// `O_TMPFILE` in the output's directory (nothing is left behind if the dump is killed), else a
+/// fresh `BASE.tmp.PID[.N]` created with `O_EXCL | O_NOFOLLOW` (a planted link or file at that
+/// name is never followed or truncated; the next name is tried). Returns the descriptor and
+/// whether `b.tmp` names it (false: it is unnamed).
+fn open_unnamed_or_fresh(b: &mut Bufs, pid: u32) -> Option<(i32, bool)> {
+    // The directory: everything before the last '/' of the base, else ".".
     b.tmp.clear();
-    if b.out_base.bytes().is_empty() {
-        b.tmp.push(b"lockmeter-").push_u64(pid as u64).push(b".lmp");
-    } else {
-        b.tmp.push(b.out_base.bytes());
-    }
-    b.tmp.push(b".tmp.").push_u64(pid as u64);
+    match b.out_base.bytes().iter().rposition(|&c| c == b'/') {
+        Some(0) => b.tmp.push(b"/"),
+        Some(i) => b.tmp.push(&b.out_base.bytes()[..i]),
+        None => b.tmp.push(b"."),
+    };
     // SAFETY: `tmp` is NUL-terminated.
     let fd = unsafe {
-        libc::open(
-            b.tmp.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
+        libc::open(b.tmp.as_ptr(), libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC, 0o644)
     };
-    if fd < 0 {
-        complain(b"cannot create the profile file ", b.tmp.bytes());
+    if fd >= 0 {
+        return Some((fd, false));
+    }
+    for n in 0..1000u64 {
+        b.tmp.clear();
+        if b.out_base.bytes().is_empty() {
+            b.tmp.push(b"lockmeter-").push_u64(pid as u64).push(b".lmp");
+        } else {
+            b.tmp.push(b.out_base.bytes());
+        }
+        b.tmp.push(b".tmp.").push_u64(pid as u64);
+        if n > 0 {
+            b.tmp.push(b".").push_u64(n);
+        }
+        // SAFETY: `tmp` is NUL-terminated.
+        let fd = unsafe {
+            libc::open(
+                b.tmp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
+        if fd >= 0 {
+            return Some((fd, true));
+        }
+        if sys::errno() != libc::EEXIST {
+            return None;
+        }
+    }
+    None
+}
+
+/// Gives the encoded file `fd` the name in `b.path` without replacing anything there: `linkat`
+/// of the unnamed file (through /proc/self/fd), `link` of the named one, or for a file system
+/// without hard links, `renameat2(RENAME_NOREPLACE)`. False when the name is taken.
+fn link_new(b: &mut Bufs, fd: i32, named: bool) -> bool {
+    if !named {
+        b.scratch.clear();
+        b.scratch.push(b"/proc/self/fd/").push_u64(fd as u64);
+        // SAFETY: both paths are NUL-terminated; linkat does not replace an existing name.
+        return unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                b.scratch.as_ptr(),
+                libc::AT_FDCWD,
+                b.path.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        } == 0;
+    }
+    // SAFETY: both NUL-terminated; link does not replace an existing name.
+    if unsafe { libc::link(b.tmp.as_ptr(), b.path.as_ptr()) } == 0 {
+        // SAFETY: NUL-terminated.
+        unsafe { libc::unlink(b.tmp.as_ptr()) };
+        return true;
+    }
+    if sys::errno() == libc::EEXIST {
         return false;
     }
+    // SAFETY: both NUL-terminated; RENAME_NOREPLACE fails rather than replace.
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            b.tmp.as_ptr(),
+            libc::AT_FDCWD,
+            b.path.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        ) == 0
+    }
+}
+
+fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
+    let Some((fd, named)) = open_unnamed_or_fresh(b, pid) else {
+        complain(b"cannot create the profile file next to ", b.out_base.bytes());
+        return false;
+    };
     let ok = encode(b, fd, pid, end);
-    // SAFETY: `fd` is ours.
-    unsafe { libc::close(fd) };
+    let drop_tmp = |b: &Bufs| {
+        if named {
+            // SAFETY: NUL-terminated path of the file we created.
+            unsafe { libc::unlink(b.tmp.as_ptr()) };
+        }
+    };
     if !ok {
-        complain(b"cannot write the profile file ", b.tmp.bytes());
-        // SAFETY: NUL-terminated path.
-        unsafe { libc::unlink(b.tmp.as_ptr()) };
+        complain(b"cannot write the profile file next to ", b.out_base.bytes());
+        drop_tmp(b);
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
         return false;
     }
     // Final name: never overwrite. Root process: BASE, else BASE.PID; then .1, .2, ...
@@ -162,24 +241,19 @@ fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
         if base_empty {
             b.path.push(b".lmp");
         }
-        // SAFETY: both NUL-terminated.
-        if unsafe { libc::link(b.tmp.as_ptr(), b.path.as_ptr()) } == 0 {
-            // SAFETY: NUL-terminated.
-            unsafe { libc::unlink(b.tmp.as_ptr()) };
+        if link_new(b, fd, named) {
+            // SAFETY: `fd` is ours.
+            unsafe { libc::close(fd) };
             return true;
         }
         if sys::errno() != libc::EEXIST {
-            // A file system without hard links: fall back to rename of a fresh name.
-            // SAFETY: NUL-terminated.
-            if unsafe { libc::access(b.path.as_ptr(), libc::F_OK) } != 0
-                // SAFETY: NUL-terminated.
-                && unsafe { libc::rename(b.tmp.as_ptr(), b.path.as_ptr()) } == 0
-            {
-                return true;
-            }
+            break;
         }
     }
-    complain(b"cannot find a free name for the profile ", b.tmp.bytes());
+    complain(b"cannot find a free name for the profile ", b.out_base.bytes());
+    drop_tmp(b);
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
     false
 }
 
