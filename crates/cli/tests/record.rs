@@ -55,9 +55,11 @@ fn futexlock_truth(stdout: &str) -> (u64, u64) {
 }
 
 /// The hand-made futex lock: every FUTEX_WAIT it makes is counted, exactly; the wait time is
-/// within 10% of the program's own clock (which also counts the syscall's entry and exit).
+/// within 10% of the program's own clock. The holder sleeps 300 µs inside the lock, so a wait is
+/// long beside what the program's clock adds to the kernel's (the syscall's entry and exit, about
+/// a microsecond, and any preemption between its clock read and the call).
 fn check_futexlock(s: &Scratch, exe: &Path) {
-    let ran = record(s, "fx.lmp", &[], exe, &["2", "3000", "20000"]);
+    let ran = record(s, "fx.lmp", &[], exe, &["2", "300", "100", "300"]);
     ran.expect_code(0);
     let (waits, wait_ns) = futexlock_truth(&ran.stdout);
     let p = Profile::load(&s.path("fx.lmp"), &ran);
@@ -90,17 +92,16 @@ fn futex_waits_are_counted_exactly() {
 }
 
 #[test]
-fn static_binaries_are_seen_by_record_and_refused_by_run() {
+fn static_binaries_are_seen_by_record_and_pointed_there_by_run() {
     let s = Scratch::new("rec-static");
     let exe = s.compile_with("futexlock", "futexlock_static", &["-static"]);
     let run = run_metered(&s, "run.lmp", &[], &exe, &["2", "10"]);
-    assert_ne!(run.code(), 0, "{run}");
+    run.expect_code(0);
     assert!(
         run.stderr.contains("statically linked") && run.stderr.contains("lockmeter record"),
         "{run}"
     );
-    assert_eq!(run.stderr.trim().lines().count(), 1, "{run}");
-    need_ebpf!(s, "static_binaries_are_seen_by_record_and_refused_by_run (record)");
+    need_ebpf!(s, "static_binaries_are_seen_by_record_and_pointed_there_by_run (record)");
     check_futexlock(&s, &exe);
 }
 

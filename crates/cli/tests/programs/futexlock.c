@@ -1,6 +1,7 @@
 // A hand-made futex lock (Drepper's three-state mutex) that counts its own FUTEX_WAIT calls and
 // the time they took, so `lockmeter record` can be checked against it exactly.
-// Usage: futexlock THREADS ITERATIONS [WORK]  (WORK: busy-loop steps inside the critical section)
+// Usage: futexlock THREADS ITERATIONS [WORK [SLEEP_US]]  (inside the critical section: WORK
+// busy-loop steps, then a sleep of SLEEP_US microseconds)
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <pthread.h>
@@ -46,13 +47,14 @@ static void unlock(void) {
     }
 }
 
-static int iters, work = 200;
+static int iters, work = 200, sleep_us;
 static void *worker(void *arg) {
     (void)arg;
     for (int i = 0; i < iters; i++) {
         lock();
         counter++;
         for (volatile int k = 0; k < work; k++) {}
+        if (sleep_us) usleep(sleep_us);
         unlock();
     }
     return NULL;
@@ -62,6 +64,7 @@ int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 4;
     iters = argc > 2 ? atoi(argv[2]) : 100000;
     if (argc > 3) work = atoi(argv[3]);
+    if (argc > 4) sleep_us = atoi(argv[4]);
     pthread_t t[64];
     for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, worker, NULL);
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
