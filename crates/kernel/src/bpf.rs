@@ -31,7 +31,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Sizes of the BPF map values (see the C structs).
-const KEY_LEN: usize = 32;
+const KEY_LEN: usize = 48;
 const HIST: usize = lockmeter_core::hist::BUCKETS;
 
 fn u64_at(b: &[u8], o: usize) -> u64 {
@@ -285,6 +285,8 @@ fn read_maps(skel: &skel::LockmeterSkel<'_>) -> Result<Raw> {
             hint: mode_word >> 8,
             stack: stack(skel, &mut stacks, u32_at(&k, 16) as i32),
             other: stack(skel, &mut stacks, u32_at(&k, 20) as i32),
+            leaf: u64_at(&k, 32),
+            oleaf: u64_at(&k, 40),
             count: u64_at(&v, 0),
             total_ns: u64_at(&v, 8),
             max_ns: u64_at(&v, 16),

@@ -35,6 +35,11 @@ pub struct RawAgg {
     /// Kernel locks: the user stack that led to the kernel. Futexes: the user stack of the last
     /// thread that woke the word before the wait ended.
     pub other: Vec<u64>,
+    /// The return address a leaf function left for `stack`'s user part (0: none); kept only
+    /// when [`is_return_address`] confirms it.
+    pub leaf: u64,
+    /// The same for `other`.
+    pub oleaf: u64,
     /// Waits.
     pub count: u64,
     /// Total wait, ns.
@@ -93,6 +98,52 @@ fn is_lock_function(name: &str) -> bool {
 
 /// Whether a user address lies in the C library or the dynamic loader (skipped to find the
 /// program's own call site of a futex wait).
+/// Whether `addr` follows a call instruction in the file mapped at `addr` (x86_64: `call rel32`,
+/// `call *reg`, `call *disp8(reg)`, `call *disp32(reg)` / `call *rip+disp32`; aarch64: `bl` or
+/// `blr`). A word read at a leaf function's stack pointer (or the link register) is a return
+/// address only then; anything else there (a saved register, data) is not a frame.
+pub fn is_return_address(maps: &[MapEntry], addr: u64) -> bool {
+    let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else { return false };
+    if !m.perms.contains('x') || !m.path.starts_with('/') || addr < m.start + 8 {
+        return false;
+    }
+    let mut b = [0u8; 8];
+    let at = addr - m.start + m.offset - 8;
+    let ok = std::fs::File::open(&m.path)
+        .is_ok_and(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, at).is_ok());
+    ok && follows_call(&b)
+}
+
+/// `before` is the 8 bytes before a candidate return address.
+fn follows_call(before: &[u8; 8]) -> bool {
+    if cfg!(target_arch = "aarch64") {
+        let insn = u32::from_le_bytes([before[4], before[5], before[6], before[7]]);
+        return insn & 0xfc00_0000 == 0x9400_0000 || insn & 0xffff_fc1f == 0xd63f_0000;
+    }
+    let modrm_call = |modrm: u8| (modrm >> 3) & 7 == 2;
+    before[3] == 0xe8 // call rel32
+        || (before[6] == 0xff && modrm_call(before[7]) && before[7] >> 6 == 3) // call *%reg
+        || (before[5] == 0xff && modrm_call(before[6]) && before[6] >> 6 == 1) // call *d8(%reg)
+        || (before[2] == 0xff && modrm_call(before[3]) && (before[3] >> 6 == 2 || before[3] & 0xc7 == 0x05)) // call *d32(%reg), *d32(%rip)
+}
+
+/// `stack` with `leaf` inserted as the caller of its first frame, when it is a return address
+/// the frame-pointer walk skipped.
+fn with_leaf(
+    mut stack: Vec<u64>,
+    leaf: u64,
+    maps: &[MapEntry],
+    memo: &mut HashMap<u64, bool>,
+) -> Vec<u64> {
+    if leaf == 0 || stack.is_empty() || stack.get(1) == Some(&leaf) || stack[0] == leaf {
+        return stack;
+    }
+    if *memo.entry(leaf).or_insert_with(|| is_return_address(maps, leaf)) {
+        stack.insert(1, leaf);
+    }
+    stack
+}
+
 fn in_libc(maps: &[MapEntry], addr: u64) -> bool {
     maps.iter().any(|m| {
         addr >= m.start
@@ -189,6 +240,7 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
     let mut locks: HashMap<(u64, LockKind), u32> = HashMap::new();
     let mut stacks: HashMap<Vec<u64>, u32> = HashMap::new();
     let mut kernel_addrs: Vec<u64> = Vec::new();
+    let mut memo: HashMap<u64, bool> = HashMap::new();
     let mut records: HashMap<(u32, u32, u64, Mode), Stats> = HashMap::new();
     let mut intern = |frames: Vec<u64>, p: &mut Profile| -> u32 {
         let next = stacks.len() as u32 + 1;
@@ -212,21 +264,28 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
             p.locks.push(LockInfo { id, address: a.addr, generation: 0, kind: a.kind, name });
             id
         });
-        let waiter: Vec<u64> = a.stack.iter().copied().take(frames).collect();
-        let other: Vec<u64> = a.other.iter().copied().take(frames).collect();
+        let (wleaf, oleaf) = (if kernel { 0 } else { a.leaf }, a.oleaf);
+        let waiter: Vec<u64> = with_leaf(a.stack.clone(), wleaf, &snap.maps, &mut memo)
+            .into_iter()
+            .take(frames)
+            .collect();
+        let other: Vec<u64> = with_leaf(a.other.clone(), oleaf, &snap.maps, &mut memo)
+            .into_iter()
+            .take(frames)
+            .collect();
         // Kernel locks: the kernel stack, then the user stack that led there. The call site is
         // the first kernel function outside the locking code.
         let (stack, site, holder) = if kernel {
             kernel_addrs.extend(&waiter);
-            let site = waiter
+            // The stack starts there too: the locking code's own frames are how, not where.
+            let from = waiter
                 .iter()
-                .copied()
-                .find(|&f| {
+                .position(|&f| {
                     ks.lookup(f.wrapping_sub(1)).is_some_and(|s| s.3 && !is_lock_function(s.2))
                 })
-                .or(waiter.first().copied())
                 .unwrap_or(0);
-            let mut all = waiter.clone();
+            let site = waiter.get(from).copied().unwrap_or(0);
+            let mut all = waiter[from..].to_vec();
             all.extend(&other);
             (all, site, None)
         } else {
@@ -236,8 +295,17 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
                 .find(|&f| !in_libc(&snap.maps, f))
                 .or(waiter.first().copied())
                 .unwrap_or(0);
-            let holder = (!other.is_empty()).then_some(other);
-            (waiter, site, holder)
+            // As the preload's stacks start at the caller of the lock function, a futex stack
+            // starts at the first frame outside the C library (the C library's futex wrappers
+            // are how, not where); a stack that never leaves it is kept whole.
+            let user_part = |st: Vec<u64>| -> Vec<u64> {
+                match st.iter().position(|&f| !in_libc(&snap.maps, f)) {
+                    Some(i) => st[i..].to_vec(),
+                    None => st,
+                }
+            };
+            let holder = (!other.is_empty()).then(|| user_part(other));
+            (user_part(waiter), site, holder)
         };
         let stack_id = intern(stack, &mut p);
         let holder_stack = holder.map(|h| intern(h, &mut p));
@@ -312,6 +380,22 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
 mod tests {
     use super::*;
 
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn return_addresses_follow_calls() {
+        // call rel32 (e8 xx xx xx xx), call *%rax (ff d0), call *0x8(%rbx) (ff 53 08),
+        // call *0x1234(%rip) (ff 15 34 12 00 00).
+        assert!(follows_call(&[0x90, 0x90, 0x90, 0xe8, 1, 2, 3, 4]));
+        assert!(follows_call(&[0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0]));
+        assert!(follows_call(&[0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0x53, 0x08]));
+        assert!(follows_call(&[0x90, 0x90, 0xff, 0x15, 0x34, 0x12, 0, 0]));
+        // A push, a mov, data: not a return address.
+        assert!(!follows_call(&[0x90; 8]));
+        assert!(!follows_call(&[0x48, 0x89, 0xe5, 0x55, 0x41, 0x54, 0x53, 0xc3]));
+        // jmp *%rax (ff e0) is not a call.
+        assert!(!follows_call(&[0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xe0]));
+    }
+
     fn agg(kind: LockKind, addr: u64, tid: u32, stack: Vec<u64>, other: Vec<u64>) -> RawAgg {
         let mut hist = [0; lockmeter_core::hist::BUCKETS];
         hist[11] = 3;
@@ -324,6 +408,8 @@ mod tests {
             hint: 0,
             stack,
             other,
+            leaf: 0,
+            oleaf: 0,
             count: 3,
             total_ns: 3000,
             max_ns: 1500,

@@ -79,6 +79,12 @@ struct agg_key {
 	__s32 other;      /* futex: the waker's user stack id (-1: unknown); kernel: user stack id */
 	__u32 kind;
 	__u32 mode;
+	/* The return address a leaf function left (x86: the word at the user stack pointer; arm64:
+	 * the link register) for the waiter's and the other user stack: frame-pointer walks miss the
+	 * caller of a leaf such as glibc's syscall() or mmap(). User space keeps it only when the
+	 * instruction before it is a call. */
+	__u64 leaf;
+	__u64 oleaf;
 };
 
 struct agg_val {
@@ -109,6 +115,8 @@ struct kwait {
 	__s32 stack;
 	__s32 ustack;
 	__u32 pad;
+	__u32 pad2;
+	__u64 uleaf;
 };
 
 struct knest {
@@ -129,6 +137,13 @@ struct fwait {
 	__u64 uaddr;
 	__s32 stack;
 	__u32 pad;
+	__u64 leaf;
+};
+
+struct waker {
+	__s32 stack;
+	__u32 pad;
+	__u64 leaf;
 };
 
 struct {
@@ -149,7 +164,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_AGG);
 	__type(key, struct wake_key);
-	__type(value, __s32);
+	__type(value, struct waker);
 } lastwake SEC(".maps");
 
 /* Scratch space for a zeroed knest (too large for the BPF stack). */
@@ -221,6 +236,23 @@ static __always_inline void account(struct agg_key *k, __u64 ns)
 	__u32 b = log2_bucket(ns);
 	if (b < HIST)
 		__sync_fetch_and_add(&v->hist[b], 1);
+}
+
+static __always_inline __u64 user_leaf(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	__u64 v = 0;
+	if (!regs)
+		return 0;
+#if defined(__TARGET_ARCH_arm64)
+	v = PT_REGS_RET_CORE(regs);
+#else
+	__u64 sp = PT_REGS_SP_CORE(regs);
+	if (sp && bpf_probe_read_user(&v, sizeof(v), (void *)sp))
+		v = 0;
+#endif
+	return v;
 }
 
 static __always_inline __s32 stack_id(void *ctx, __u64 flags)
@@ -295,6 +327,7 @@ int on_contention_begin(struct trace_event_raw_contention_begin *ctx)
 	w->flags = ctx->flags;
 	w->stack = stack_id(ctx, 0);
 	w->ustack = stack_id(ctx, BPF_F_USER_STACK);
+	w->uleaf = w->ustack >= 0 ? user_leaf() : 0;
 	/* mmap_lock and siglock of the current task, recognized by address. */
 	w->pad = 0;
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
@@ -355,6 +388,7 @@ int on_contention_end(struct trace_event_raw_contention_end *ctx)
 	k.tid = tid;
 	k.stack = w.stack;
 	k.other = w.ustack;
+	k.oleaf = w.uleaf;
 	kind_mode(w.flags, &k.kind, &k.mode);
 	k.mode |= w.pad << 8;
 	account(&k, now - w.ts);
@@ -386,6 +420,7 @@ static __always_inline void futex_wait_begin(void *ctx, __u64 uaddr)
 	w.ts = bpf_ktime_get_ns();
 	w.uaddr = uaddr;
 	w.stack = stack_id(ctx, BPF_F_USER_STACK);
+	w.leaf = user_leaf();
 	if (bpf_map_update_elem(&fstart, &tid, &w, BPF_ANY))
 		drop(D_TASK);
 }
@@ -398,8 +433,10 @@ static __always_inline void futex_wake(void *ctx, __u64 uaddr)
 	struct wake_key k = {};
 	k.uaddr = uaddr;
 	k.tgid = tgid;
-	__s32 s = stack_id(ctx, BPF_F_USER_STACK);
-	bpf_map_update_elem(&lastwake, &k, &s, BPF_ANY);
+	struct waker wk = {};
+	wk.stack = stack_id(ctx, BPF_F_USER_STACK);
+	wk.leaf = user_leaf();
+	bpf_map_update_elem(&lastwake, &k, &wk, BPF_ANY);
 }
 
 static __always_inline void futex_wait_end(void)
@@ -420,8 +457,10 @@ static __always_inline void futex_wait_end(void)
 	struct wake_key wk = {};
 	wk.uaddr = w->uaddr;
 	wk.tgid = tgid;
-	__s32 *waker = bpf_map_lookup_elem(&lastwake, &wk);
-	k.other = waker ? *waker : -1;
+	struct waker *waker = bpf_map_lookup_elem(&lastwake, &wk);
+	k.other = waker ? waker->stack : -1;
+	k.oleaf = waker ? waker->leaf : 0;
+	k.leaf = w->leaf;
 	__u64 ns = now - w->ts;
 	bpf_map_delete_elem(&fstart, &tid);
 	account(&k, ns);
