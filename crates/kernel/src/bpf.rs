@@ -61,24 +61,6 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let rodata = open.maps.rodata_data.as_deref_mut().context("the BPF object has no .rodata")?;
     rodata.trace_all = matches!(opts.target, Target::All);
     rodata.self_tgid = std::process::id();
-    // The futex2 and futex_waitv tracepoints are newer than the rest: without them those calls
-    // are not seen (said below), but the rest works.
-    let optional = |name: &str| {
-        std::path::Path::new(&format!("/sys/kernel/tracing/events/syscalls/{name}")).exists()
-            || std::path::Path::new(&format!("/sys/kernel/debug/tracing/events/syscalls/{name}"))
-                .exists()
-    };
-    let has_futex2 = optional("sys_enter_futex_wait") && optional("sys_enter_futex_wake");
-    let has_waitv = optional("sys_enter_futex_waitv");
-    if !has_futex2 {
-        open.progs.on_futex2_wait_enter.set_autoload(false);
-        open.progs.on_futex2_wait_exit.set_autoload(false);
-        open.progs.on_futex2_wake_enter.set_autoload(false);
-    }
-    if !has_waitv {
-        open.progs.on_futex_waitv_enter.set_autoload(false);
-        open.progs.on_futex_waitv_exit.set_autoload(false);
-    }
     let mut skel = open.load().context("the kernel refused the BPF programs")?;
 
     skel.attach().context("cannot attach the BPF programs")?;
@@ -117,6 +99,13 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let (old_int, old_term) =
         unsafe { (libc::signal(libc::SIGINT, handler), libc::signal(libc::SIGTERM, handler)) };
 
+    // /proc/kallsyms takes a few hundred ms to read: read while the program runs, at the lowest
+    // priority so the program is not slowed for it.
+    let kallsyms = std::thread::spawn(|| {
+        // SAFETY: setpriority on this thread's own tid (Linux: per-thread nice).
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+        Kallsyms::load()
+    });
     let start = Instant::now();
     let start_unix_ns = unix_ns();
     let mut procs: HashMap<u32, procfs::Snapshot> = HashMap::new();
@@ -168,8 +157,15 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         std::thread::sleep(Duration::from_millis(10));
     }
     let duration_ns = start.elapsed().as_nanos() as u64;
-    // Detach, then read.
-    skel.links = Default::default();
+    // Detach, then read (in parallel: a detach may wait for an RCU grace period).
+    let l = std::mem::take(&mut skel.links);
+    let links =
+        [l.on_fork, l.on_contention_begin, l.on_contention_end, l.on_sys_enter, l.on_sys_exit];
+    std::thread::scope(|s| {
+        for link in links.into_iter().flatten() {
+            s.spawn(move || drop(link));
+        }
+    });
     // SAFETY: restoring the dispositions saved above.
     unsafe {
         libc::signal(libc::SIGINT, old_int);
@@ -187,7 +183,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     raw.end_unix_ns = unix_ns();
     raw.duration_ns = duration_ns;
     raw.cpu_count = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let ks = Kallsyms::load();
+    let ks = kallsyms.join().unwrap_or_default();
     let mut profiles = build_profiles(&raw, &ks, opts.frames);
     if let (Some(r), true) =
         (root, profiles.first().is_none_or(|p| p.header.pid != root.unwrap_or(0)))
@@ -207,12 +203,14 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         }
         profiles.insert(0, p);
     }
-    if !has_futex2 || !has_waitv {
-        progress(
-            "this kernel lacks the futex_wait/futex_wake or futex_waitv tracepoints: those calls were not seen",
-        );
-    }
     Ok(Recorded { profiles, status })
+}
+
+/// Possible CPUs (the rq-lock map's useful length).
+fn raw_cpus() -> u32 {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    let last = s.trim().rsplit(['-', ',']).next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
+    (last + 1).min(1024)
 }
 
 fn unix_ns() -> u64 {
@@ -295,6 +293,12 @@ fn read_maps(skel: &skel::LockmeterSkel<'_>) -> Result<Raw> {
     }
     // Aggregates in a stable order: by process, thread, lock.
     raw.aggs.sort_by_key(|a| (a.tgid, a.tid, a.addr, a.kind as u8, a.mode as u8));
+    raw.rq_locks = (0..raw_cpus())
+        .map(|c| {
+            let v = skel.maps.rqlocks.lookup(&c.to_ne_bytes(), MapFlags::ANY).ok().flatten();
+            v.map_or(0, |b| u64_at(&b, 0))
+        })
+        .collect();
     for (i, d) in raw.drops.iter_mut().enumerate() {
         let v = skel.maps.drops.lookup(&(i as u32).to_ne_bytes(), MapFlags::ANY).ok().flatten();
         *d = v.map_or(0, |b| u64_at(&b, 0));

@@ -62,6 +62,8 @@ pub struct Raw {
     pub procs: HashMap<u32, RawProc>,
     /// The target process (first profile), if there is one.
     pub root: Option<u32>,
+    /// The address of each CPU's run-queue lock (index: CPU; 0: not seen).
+    pub rq_locks: Vec<u64>,
     /// Aggregates that did not fit, per-task starts that did not fit, stacks not taken, kernel
     /// contentions nested too deep.
     pub drops: [u64; 4],
@@ -152,7 +154,40 @@ fn in_libc(maps: &[MapEntry], addr: u64) -> bool {
     })
 }
 
-fn kernel_lock_name(a: &RawAgg, ks: &Kallsyms) -> String {
+/// Kernel functions of the tracing machinery itself: the BPF program and the raw tracepoint
+/// that called it.
+fn is_tracing_function(name: &str) -> bool {
+    ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_", "__bpf_prog_"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// A kernel stack from a raw tracepoint starts in the BPF program and the tracepoint's
+/// trampoline: the frames above the lock code are dropped (unnamed ones too, as BPF programs
+/// are unnamed without bpf_jit_kallsyms).
+fn without_tracing_frames(stack: &[u64], ks: &Kallsyms) -> Vec<u64> {
+    let from = stack
+        .iter()
+        .position(|&f| {
+            ks.lookup(f.wrapping_sub(1)).is_some_and(|s| s.3 && !is_tracing_function(s.2))
+        })
+        .unwrap_or(0);
+    stack[from..].to_vec()
+}
+
+fn kernel_lock_name(a: &RawAgg, ks: &Kallsyms, rq_locks: &[u64]) -> String {
+    if let Some(cpu) = rq_locks.iter().position(|&l| l != 0 && l == a.addr) {
+        return format!("rq lock (CPU {cpu})");
+    }
+    // A lock taken inside a BPF program (a map's bucket lock) is the recorder's own doing.
+    let in_bpf = a.stack.iter().any(|&f| {
+        ks.lookup(f.wrapping_sub(1)).is_some_and(|s| {
+            s.3 && (s.2.starts_with("bpf_trace_run") || s.2.starts_with("__bpf_prog_"))
+        })
+    });
+    if in_bpf {
+        return "BPF map lock (lockmeter's own tracing)".into();
+    }
     if a.hint & HINT_MMAP_LOCK != 0 {
         return "mmap_lock".into();
     }
@@ -183,8 +218,19 @@ fn kernel_lock_name(a: &RawAgg, ks: &Kallsyms) -> String {
 /// Builds one profile per process that waited, the root first, then by pid. `frames` bounds
 /// each of the kernel and user parts of a stack.
 pub fn build_profiles(raw: &Raw, ks: &Kallsyms, frames: usize) -> Vec<Profile> {
+    let trimmed: Vec<RawAgg> = raw
+        .aggs
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            if a.kind != LockKind::Futex {
+                a.stack = without_tracing_frames(&a.stack, ks);
+            }
+            a
+        })
+        .collect();
     let mut by_proc: BTreeMap<u32, Vec<&RawAgg>> = BTreeMap::new();
-    for a in &raw.aggs {
+    for a in &trimmed {
         by_proc.entry(a.tgid).or_default().push(a);
     }
     let mut order: Vec<u32> = by_proc.keys().copied().collect();
@@ -260,7 +306,7 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
         let new_lock = !locks.contains_key(&(a.addr, a.kind));
         let lock = *locks.entry((a.addr, a.kind)).or_insert_with(|| {
             let id = p.locks.len() as u32 + 1;
-            let name = kernel.then(|| kernel_lock_name(a, ks));
+            let name = kernel.then(|| kernel_lock_name(a, ks, &raw.rq_locks));
             p.locks.push(LockInfo { id, address: a.addr, generation: 0, kind: a.kind, name });
             id
         });

@@ -23,10 +23,6 @@
 #define K_PERCPU_RWSEM 12
 #define K_SEM 13
 
-/* A tracepoint program's return value decides whether the event still reaches perf's other
- * users of the same tracepoint (perf stat, perf lock, perf trace): 0 would hide it from them. */
-#define KEEP 1
-
 /* lock:contention_begin flags (include/trace/events/lock.h). */
 #define LCB_F_SPIN (1U << 0)
 #define LCB_F_READ (1U << 1)
@@ -107,6 +103,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
+
+/* The scheduler's run-queue lock of each CPU that saw a contention (its address), so that user
+ * space can name rq locks. */
+#define MAX_CPUS 1024
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rqlocks SEC(".maps");
 
 struct kwait {
 	__u64 ts;
@@ -286,45 +292,45 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 /* ---- kernel locks ---- */
 
-SEC("tracepoint/lock/contention_begin")
-int on_contention_begin(struct trace_event_raw_contention_begin *ctx)
+SEC("tp_btf/contention_begin")
+int BPF_PROG(on_contention_begin, void *lock_addr, unsigned int flags)
 {
 	if (!want_kernel)
-		return KEEP;
+		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	if (!traced(tgid))
-		return KEEP;
+		return 0;
 	struct knest *n = bpf_map_lookup_elem(&kstart, &tid);
 	if (!n) {
 		__u32 z = 0;
 		struct knest *zero = bpf_map_lookup_elem(&zero_nest, &z);
 		if (!zero)
-			return KEEP;
+			return 0;
 		zero->depth = 0;
 		if (bpf_map_update_elem(&kstart, &tid, zero, BPF_NOEXIST)) {
 			drop(D_TASK);
-			return KEEP;
+			return 0;
 		}
 		n = bpf_map_lookup_elem(&kstart, &tid);
 		if (!n)
-			return KEEP;
+			return 0;
 	}
-	__u64 lock = (__u64)ctx->lock_addr;
+	__u64 lock = (__u64)lock_addr;
 	__u32 d = n->depth;
 	/* A mutex that spins first begins twice (SPIN|MUTEX, then MUTEX): one contention. */
 	if (d > 0 && d <= NEST && n->w[(d - 1) & (NEST - 1)].lock == lock) {
-		n->w[(d - 1) & (NEST - 1)].flags = ctx->flags;
-		return KEEP;
+		n->w[(d - 1) & (NEST - 1)].flags = flags;
+		return 0;
 	}
 	if (d >= NEST) {
 		drop(D_NEST);
-		return KEEP;
+		return 0;
 	}
 	struct kwait *w = &n->w[d & (NEST - 1)];
 	w->ts = bpf_ktime_get_ns();
 	w->lock = lock;
-	w->flags = ctx->flags;
+	w->flags = flags;
 	w->stack = stack_id(ctx, 0);
 	w->ustack = stack_id(ctx, BPF_F_USER_STACK);
 	w->uleaf = w->ustack >= 0 ? user_leaf() : 0;
@@ -334,11 +340,22 @@ int on_contention_begin(struct trace_event_raw_contention_begin *ctx)
 	struct mm_struct *mm = BPF_CORE_READ(t, mm);
 	if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
 		w->pad = HINT_MMAP_LOCK;
+	/* This CPU's run-queue (through the task's CFS queue, where group scheduling has one). */
+	if (bpf_core_field_exists(struct cfs_rq, rq)) {
+		struct rq *rq = BPF_CORE_READ(t, se.cfs_rq, rq);
+		__u32 cpu = bpf_get_smp_processor_id();
+		__u64 *slot = bpf_map_lookup_elem(&rqlocks, &cpu);
+		if (rq && slot && BPF_CORE_READ(rq, cpu) == (int)cpu) {
+			__u64 rqlock = (__u64)rq + bpf_core_field_offset(struct rq, __lock);
+			if (*slot != rqlock)
+				*slot = rqlock;
+		}
+	}
 	struct sighand_struct *sh = BPF_CORE_READ(t, sighand);
 	if (sh && lock == (__u64)sh + bpf_core_field_offset(struct sighand_struct, siglock))
 		w->pad = HINT_SIGLOCK;
 	n->depth = d + 1;
-	return KEEP;
+	return 0;
 }
 
 static __always_inline void kind_mode(__u32 f, __u32 *kind, __u32 *mode)
@@ -358,17 +375,17 @@ static __always_inline void kind_mode(__u32 f, __u32 *kind, __u32 *mode)
 		*kind = K_SEM;
 }
 
-SEC("tracepoint/lock/contention_end")
-int on_contention_end(struct trace_event_raw_contention_end *ctx)
+SEC("tp_btf/contention_end")
+int BPF_PROG(on_contention_end, void *lock_addr, int ret)
 {
 	if (!want_kernel)
-		return KEEP;
+		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct knest *n = bpf_map_lookup_elem(&kstart, &tid);
 	if (!n || n->depth == 0 || n->depth > NEST)
-		return KEEP;
-	__u64 lock = (__u64)ctx->lock_addr;
+		return 0;
+	__u64 lock = (__u64)lock_addr;
 	__u32 d = n->depth;
 	/* The innermost contention on this lock (normally the top). */
 	int found = -1;
@@ -378,7 +395,7 @@ int on_contention_end(struct trace_event_raw_contention_end *ctx)
 			found = i;
 	}
 	if (found < 0)
-		return KEEP;
+		return 0;
 	struct kwait w = n->w[found & (NEST - 1)];
 	n->depth = found;
 	__u64 now = bpf_ktime_get_ns();
@@ -392,7 +409,7 @@ int on_contention_end(struct trace_event_raw_contention_end *ctx)
 	kind_mode(w.flags, &k.kind, &k.mode);
 	k.mode |= w.pad << 8;
 	account(&k, now - w.ts);
-	return KEEP;
+	return 0;
 }
 
 /* ---- futexes ---- */
@@ -466,11 +483,50 @@ static __always_inline void futex_wait_end(void)
 	account(&k, ns);
 }
 
-SEC("tracepoint/syscalls/sys_enter_futex")
-int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
+/* Syscall numbers (x86_64; arm64 uses the generic table). */
+#if defined(__TARGET_ARCH_arm64)
+#define NR_FUTEX 98
+#define SYSCALL_NR_FIELD syscallno
+#else
+#define NR_FUTEX 202
+#define SYSCALL_NR_FIELD orig_ax
+#endif
+#define NR_FUTEX_WAITV 449
+#define NR_FUTEX_WAKE 454
+#define NR_FUTEX_WAIT 455
+
+/* futex_waitv(waiters, nr, flags, timeout, clockid): the first word names the wait. */
+struct futex_waitv_user {
+	__u64 val;
+	__u64 uaddr;
+	__u32 flags;
+	__u32 reserved;
+};
+
+/* Raw (BTF) syscall tracepoints: one cheap number check for every syscall, and, unlike the
+ * per-syscall perf-event tracepoints, detached without waiting for an RCU grace period each. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
-	__u64 uaddr = ctx->args[0];
-	int cmd = (int)ctx->args[1] & FUTEX_CMD_MASK;
+	if (id != NR_FUTEX && id != NR_FUTEX_WAIT && id != NR_FUTEX_WAKE && id != NR_FUTEX_WAITV)
+		return 0;
+	__u64 uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	if (id == NR_FUTEX_WAIT) {
+		futex_wait_begin(ctx, uaddr);
+		return 0;
+	}
+	if (id == NR_FUTEX_WAKE) {
+		futex_wake(ctx, uaddr);
+		return 0;
+	}
+	if (id == NR_FUTEX_WAITV) {
+		struct futex_waitv_user first = {};
+		if (bpf_probe_read_user(&first, sizeof(first), (void *)uaddr))
+			return 0;
+		futex_wait_begin(ctx, first.uaddr);
+		return 0;
+	}
+	int cmd = (int)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
 	switch (cmd) {
 	case FUTEX_WAIT:
 	case FUTEX_WAIT_BITSET:
@@ -488,61 +544,16 @@ int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
 		futex_wake(ctx, uaddr);
 		break;
 	}
-	return KEEP;
+	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_exit_futex")
-int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	futex_wait_end();
-	return KEEP;
-}
-
-/* futex2: futex_wait(uaddr, val, mask, flags, timeout, clockid), futex_wake(uaddr, ...). */
-SEC("tracepoint/syscalls/sys_enter_futex_wait")
-int on_futex2_wait_enter(struct trace_event_raw_sys_enter *ctx)
-{
-	futex_wait_begin(ctx, ctx->args[0]);
-	return KEEP;
-}
-
-SEC("tracepoint/syscalls/sys_exit_futex_wait")
-int on_futex2_wait_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	futex_wait_end();
-	return KEEP;
-}
-
-SEC("tracepoint/syscalls/sys_enter_futex_wake")
-int on_futex2_wake_enter(struct trace_event_raw_sys_enter *ctx)
-{
-	futex_wake(ctx, ctx->args[0]);
-	return KEEP;
-}
-
-/* futex_waitv(waiters, nr, flags, timeout, clockid): the first word names the wait. */
-struct futex_waitv_user {
-	__u64 val;
-	__u64 uaddr;
-	__u32 flags;
-	__u32 reserved;
-};
-
-SEC("tracepoint/syscalls/sys_enter_futex_waitv")
-int on_futex_waitv_enter(struct trace_event_raw_sys_enter *ctx)
-{
-	struct futex_waitv_user first = {};
-	if (bpf_probe_read_user(&first, sizeof(first), (void *)ctx->args[0]))
-		return KEEP;
-	futex_wait_begin(ctx, first.uaddr);
-	return KEEP;
-}
-
-SEC("tracepoint/syscalls/sys_exit_futex_waitv")
-int on_futex_waitv_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	futex_wait_end();
-	return KEEP;
+	long id = BPF_CORE_READ(regs, SYSCALL_NR_FIELD);
+	if (id == NR_FUTEX || id == NR_FUTEX_WAIT || id == NR_FUTEX_WAITV)
+		futex_wait_end();
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
