@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The cost of `lockmeter record` (eBPF) beside `perf lock record` and no tracing, on a workload
+# that contends on kernel locks (mmapper: mmap/mprotect/munmap/page faults in 4 threads) and on a
+# futex-heavy one (futexlock: a hand-made futex lock, 4 threads). Paired, interleaved runs; medians.
+# Needs root, perf, gcc, and a release build: cargo build --release.
+# Usage: scripts/record-overhead.sh [ROUNDS]   (never pass/fail: it prints figures)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+lm=$PWD/target/release/lockmeter
+[ -x "$lm" ] || { echo "build first: cargo build --release" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "run as root (eBPF and perf tracepoints need it)" >&2; exit 2; }
+command -v perf >/dev/null || { echo "needs perf (apt-get install linux-perf)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gcc -O2 -g -pthread -fno-omit-frame-pointer -o "$tmp/mmapper" crates/cli/tests/programs/mmapper.c
+gcc -O2 -g -pthread -fno-omit-frame-pointer -o "$tmp/futexlock" crates/cli/tests/programs/futexlock.c
+
+now() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+measure() { # name, workload args...
+    local name=$1; shift
+    : >"$tmp/bare" ; : >"$tmp/rec" ; : >"$tmp/perf"; : >"$tmp/events"
+    for r in $(seq "$rounds"); do
+        printf '\r%s: round %d/%d' "$name" "$r" "$rounds" >&2
+        local t0 t1
+        t0=$(now); "$@" >/dev/null; t1=$(now); echo $(( t1 - t0 )) >>"$tmp/bare"
+        rm -f "$tmp/r.lmp"*
+        t0=$(now); "$lm" record -q -o "$tmp/r.lmp" -- "$@" >/dev/null 2>&1; t1=$(now)
+        echo $(( t1 - t0 )) >>"$tmp/rec"
+        "$lm" report --format json "$tmp/r.lmp" | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["contended"])' >>"$tmp/events"
+        t0=$(now); (cd "$tmp" && perf lock record -o "$tmp/perf.data" -- "$@" >/dev/null 2>&1); t1=$(now)
+        echo $(( t1 - t0 )) >>"$tmp/perf"
+        rm -f "$tmp/perf.data"*
+    done
+    printf '\r' >&2
+    local b r p e
+    b=$(median <"$tmp/bare"); r=$(median <"$tmp/rec"); p=$(median <"$tmp/perf"); e=$(median <"$tmp/events")
+    awk -v n="$name" -v b="$b" -v r="$r" -v p="$p" -v e="$e" 'BEGIN {
+        printf "| %-30s | %8.0f ms | %8.0f ms (%.2fx) | %8.0f ms (%.2fx) | %9d | %7.2f µs |\n",
+            n, b/1e6, r/1e6, r/b, p/1e6, p/b, e, (e > 0 ? (r-b)/e/1e3 : 0) }'
+}
+
+echo "| workload | no tracing | lockmeter record | perf lock record | waits seen | record's cost per wait |"
+echo "|---|---|---|---|---|---|"
+measure "mmapper 4 threads x 5000" "$tmp/mmapper" 4 5000
+measure "futexlock 4 threads x 100000" "$tmp/futexlock" 4 100000
+echo "(medians of $rounds interleaved rounds; $(nproc) CPUs; $(uname -r); cost per wait = (record - bare) / waits seen: it includes starting, loading the BPF programs and writing the profile)"
