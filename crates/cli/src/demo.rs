@@ -161,6 +161,7 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
         quiet: a.quiet,
         collector: crate::settings_args::CollectorArgs::default(),
         top: 10,
+        kernel: false,
         command: command.clone(),
     };
     let ran = crate::run::run_metered(&command, &output, &args)?;

@@ -26,6 +26,11 @@ pub(crate) struct RunArgs {
     /// Locks shown in the short report.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,
+    /// Record the kernel's side too, with eBPF (root or CAP_BPF+CAP_PERFMON): kernel locks the
+    /// program contended on, and for each metered lock how many of its waits slept in the kernel.
+    /// One profile, as `lockmeter record` and `run` together.
+    #[arg(long)]
+    pub(crate) kernel: bool,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -213,9 +218,15 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
     };
     let exe = resolve_program(prog)?;
+    if args.kernel {
+        if let Some(why) = lockmeter_kernel::unavailable() {
+            bail!("--kernel: {why}");
+        }
+    }
     let blind_spot = preload_blind_spot(&exe);
     if let Some(why) = &blind_spot {
-        eprintln!("lockmeter: {why} (running it unmetered)");
+        let how = if args.kernel { "its kernel side is recorded" } else { "running it unmetered" };
+        eprintln!("lockmeter: {why} ({how})");
     }
     let lib = find_preload()?;
     let output = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
@@ -224,6 +235,9 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
+    if args.kernel {
+        return run_with_kernel(command, &cmd, &output, blind_spot, args);
+    }
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
     let start = SystemTime::now();
@@ -250,7 +264,13 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
-    let main = output.is_file().then(|| output.clone());
+    let (main, others) = written_profiles(&output, start);
+    Ok(Ran { status, main, others, blind_spot })
+}
+
+/// The profiles the preload wrote for this run: `output` and the fresh `output.PID[.N]` files.
+fn written_profiles(output: &Path, start: SystemTime) -> (Option<PathBuf>, Vec<PathBuf>) {
+    let main = output.is_file().then(|| output.to_path_buf());
     let mut others = Vec::new();
     if let (Some(dir), Some(name)) = (output.parent(), output.file_name()) {
         let prefix = format!("{}.", name.to_string_lossy());
@@ -271,6 +291,79 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         }
     }
     others.sort();
+    (main, others)
+}
+
+/// `run --kernel`: the eBPF collector starts the metered command, then each process's kernel
+/// profile is folded into its preload profile ([`lockmeter_format::merge::merge_kernel`]).
+fn run_with_kernel(
+    command: &[OsString],
+    cmd: &Command,
+    output: &Path,
+    blind_spot: Option<String>,
+    args: &RunArgs,
+) -> Result<Ran> {
+    use lockmeter_format::files::write_new;
+    let start = SystemTime::now();
+    let envs = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
+    let frames = settings::FRAMES.count(args.collector.get(&settings::FRAMES).map(str::as_bytes));
+    let opts = lockmeter_kernel::Options {
+        target: lockmeter_kernel::Target::Command(command.to_vec()),
+        duration: None,
+        frames: (frames as usize).clamp(1, 127),
+        envs,
+    };
+    let rec = lockmeter_kernel::record(&opts, &mut |m| {
+        if !m.starts_with("recording ") {
+            eprintln!("lockmeter: {m}");
+        }
+    })?;
+    let status = rec.status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0));
+    let (mut main, mut others) = written_profiles(output, start);
+    // Each preload profile takes its process's kernel profile (the last image of a pid that
+    // exec'd takes it); kernel profiles of processes the preload did not see are written beside.
+    let mut files: Vec<(PathBuf, lockmeter_format::Profile)> = Vec::new();
+    for path in main.iter().chain(others.iter()) {
+        let p = lockmeter_format::read_profile_file(path)?;
+        files.push((path.clone(), p));
+    }
+    let mut kernel: Vec<Option<lockmeter_format::Profile>> =
+        rec.profiles.into_iter().map(Some).collect();
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(files[i].1.header.image_seq));
+    for i in order {
+        let pid = files[i].1.header.pid;
+        if let Some(k) = kernel.iter_mut().find(|k| k.as_ref().is_some_and(|k| k.header.pid == pid))
+        {
+            let k = k.take().unwrap_or_default();
+            lockmeter_format::merge::merge_kernel(&mut files[i].1, &k);
+            let (path, p) = &files[i];
+            // The file this run just wrote is replaced by its merged version: written new
+            // beside it, then renamed over it.
+            let tmp = path.with_extension(format!("merging.{}", std::process::id()));
+            write_new(&tmp, &lockmeter_format::to_bytes(p)?)?;
+            std::fs::rename(&tmp, path).with_context(|| {
+                format!("cannot replace {} by its merged profile", path.display())
+            })?;
+        }
+    }
+    for k in kernel.into_iter().flatten() {
+        if k.records.is_empty() {
+            continue;
+        }
+        let root = k.header.ppid == std::process::id() || main.is_none() && others.is_empty();
+        let path = if root && main.is_none() {
+            output.to_path_buf()
+        } else {
+            PathBuf::from(format!("{}.{}", output.display(), k.header.pid))
+        };
+        write_new(&path, &lockmeter_format::to_bytes(&k)?)?;
+        if root && main.is_none() {
+            main = Some(path);
+        } else {
+            others.push(path);
+        }
+    }
     Ok(Ran { status, main, others, blind_spot })
 }
 

@@ -230,3 +230,41 @@ fn record_without_privilege_says_what_is_needed() {
     assert_eq!(ran.stderr.trim().lines().count(), 1, "one line: {ran}");
     assert!(ran.stderr.contains("CAP_BPF") || ran.stderr.contains("no eBPF support"), "{ran}");
 }
+
+#[test]
+fn run_kernel_gives_one_profile_with_user_and_kernel_locks() {
+    let s = Scratch::new("rec-runkernel");
+    need_ebpf!(s, "run_kernel_gives_one_profile_with_user_and_kernel_locks");
+    let exe = s.compile("kernelmix");
+    let (threads, iters) = (4u64, 4000u64);
+    let ran =
+        run_metered(&s, "m.lmp", &["--kernel"], &exe, &[&threads.to_string(), &iters.to_string()]);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains(&format!("counter {}", threads * iters)), "{ran}");
+    // One file for the one process.
+    assert!(s.files_with_prefix("m.lmp.").is_empty(), "{:?}", s.files_with_prefix("m.lmp"));
+    let p = Profile::load(&s.path("m.lmp"), &ran);
+    p.check_consistency();
+    p.eq("collector", sf(p.header(), "collector"), Some("preload+kernel"));
+    // The user lock, exact as ever, and the kernel's view of it folded in, not a second lock.
+    let hot = p.expect_lock("hot_mutex", "mutex", threads * iters);
+    p.eq("hot_mutex: origin", sf(hot, "origin"), Some("preload"));
+    let slept = u(hot, "kernel_sleeps");
+    p.check(slept <= u(hot, "contended"), format!("hot_mutex: {slept} sleeps > contended"));
+    p.check(
+        u(hot, "kernel_sleep_ns") <= u(hot, "wait_ns_total"),
+        "hot_mutex: slept longer than it waited",
+    );
+    p.check(
+        p.locks()
+            .iter()
+            .filter(|l| sf(l, "origin") == Some("futex"))
+            .all(|l| sf(l, "address") != sf(hot, "address")),
+        "hot_mutex's futex word is listed as a lock of its own",
+    );
+    // The kernel's locks beside it.
+    p.check(
+        p.locks().iter().any(|l| sf(l, "origin") == Some("kernel")),
+        "no kernel lock in the profile",
+    );
+}

@@ -20,8 +20,8 @@ use crate::layout::{
     VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, Event, EventKind, Header, LockInfo, LockKind, MapEntry, Mode,
-    Overhead, Profile, Record, Stack, Stats, ThreadInfo,
+    ClockInfo, CpuStats, Dropped, Event, EventKind, Header, LockInfo, LockKind, LockSleep,
+    MapEntry, Mode, Overhead, Profile, Record, Stack, Stats, ThreadInfo,
 };
 
 /// Why bytes are not a readable profile, and where.
@@ -479,6 +479,12 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
             tag::THREAD => p.threads.push(decode_thread(&mut c).map_err(at)?),
             tag::LOCK => p.locks.push(decode_lock(&mut c).map_err(at)?),
             tag::RECORD => p.records.push(decode_record(&mut c).map_err(at)?),
+            tag::LOCK_SLEEP => p.lock_sleeps.push(LockSleep {
+                lock: c.u32().map_err(at)?,
+                sleeps: c.u64().map_err(at)?,
+                sleep_ns: c.u64().map_err(at)?,
+                sleep_ns_max: c.u64().map_err(at)?,
+            }),
             tag::CPU => p.cpus.push(CpuStats {
                 cpu: c.u32().map_err(at)?,
                 acquisitions: c.u64().map_err(at)?,

@@ -23,8 +23,8 @@ use crate::layout::{
     self, END_PAYLOAD_LEN, FRAME_LEN, Fnv64, MAGIC, MAX_PAYLOAD, MAX_STRING, VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, LockKind, Mode, Overhead, Profile,
-    Record, Stats,
+    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, LockKind, LockSleep, Mode,
+    Overhead, Profile, Record, Stats,
 };
 
 /// Why a [`Sink`] could not take bytes.
@@ -683,6 +683,16 @@ impl<S: Sink> Encoder<S> {
         self.emit(tag::CPU, 0, &mut r, &[], false)
     }
 
+    /// Writes the kernel sleeps of one lock.
+    pub fn lock_sleep(&mut self, l: &LockSleep) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(l.lock);
+        r.u64(l.sleeps);
+        r.u64(l.sleep_ns);
+        r.u64(l.sleep_ns_max);
+        self.emit(tag::LOCK_SLEEP, 0, &mut r, &[], false)
+    }
+
     /// Writes one interned stack (at most [`MAX_STACK_FRAMES`] frames are kept).
     pub fn stack(&mut self, id: u32, frames: &[u64]) -> Result<(), EncodeError> {
         let frames = frames.get(..frames.len().min(MAX_STACK_FRAMES)).unwrap_or_default();
@@ -819,6 +829,9 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
     }
     for c in &p.cpus {
         e.cpu(c)?;
+    }
+    for l in &p.lock_sleeps {
+        e.lock_sleep(l)?;
     }
     for st in &p.stacks {
         e.stack(st.id, &st.frames)?;

@@ -57,6 +57,8 @@ pub mod tag {
     pub const STACK: u16 = 0x0009;
     /// One aggregated event (contended acquisition by waiter stack and holder, ...).
     pub const EVENT: u16 = 0x000A;
+    /// Kernel sleeps of a lock metered in user space ([`crate::LockSleep`]).
+    pub const LOCK_SLEEP: u16 = 0x000B;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 

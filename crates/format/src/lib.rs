@@ -68,6 +68,7 @@ mod encode;
 pub mod files;
 pub mod fuzzing;
 pub mod layout;
+pub mod merge;
 pub mod model;
 
 pub use decode::{

@@ -26,6 +26,9 @@ pub struct Profile {
     pub stacks: Vec<Stack>,
     /// Contended acquisitions by waiter stack and holder, sampled acquisitions, first uses.
     pub events: Vec<Event>,
+    /// What the kernel saw of locks another collector metered (`run --kernel`): sleeps in the
+    /// kernel on the lock's futex words. At most one per lock.
+    pub lock_sleeps: Vec<LockSleep>,
     /// What did not fit in the fixed-size tables.
     pub dropped: Dropped,
     /// The profiler's own cost.
@@ -158,6 +161,20 @@ pub struct Record {
     pub mode: Mode,
     /// The numbers.
     pub stats: Stats,
+}
+
+/// The kernel's side of one lock metered in user space: its waits that slept in the kernel (on a
+/// futex word inside the lock object), seen by the eBPF collector in the same run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LockSleep {
+    /// `LockInfo::id`.
+    pub lock: u32,
+    /// Futex waits on the lock's words (each a sleep, or an attempt to sleep, in the kernel).
+    pub sleeps: u64,
+    /// Their total time (ns).
+    pub sleep_ns: u64,
+    /// The longest (ns).
+    pub sleep_ns_max: u64,
 }
 
 /// Per-CPU totals.

@@ -43,14 +43,19 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
 
 /// Starts the command; the BPF programs are attached and lockmeter's own tgid is in `tgids`,
 /// so the fork handler traces the child from its first instruction.
-fn spawn(cmd: &[std::ffi::OsString]) -> Result<std::process::Child> {
+fn spawn(cmd: &[std::ffi::OsString], opts: &Options) -> Result<std::process::Child> {
     let Some(prog) = cmd.first() else {
         bail!("no program given: lockmeter record -- PROGRAM [ARGS...]")
     };
-    std::process::Command::new(prog)
-        .args(&cmd[1..])
-        .spawn()
-        .with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))
+    let mut c = std::process::Command::new(prog);
+    c.args(&cmd[1..]);
+    for (k, v) in &opts.envs {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))
 }
 
 pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Recorded> {
@@ -71,7 +76,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
                 .tgids
                 .update(&me.to_ne_bytes(), &[1u8], MapFlags::ANY)
                 .context("cannot add the process to the BPF map")?;
-            let child = spawn(cmd);
+            let child = spawn(cmd, opts);
             let _ = skel.maps.tgids.delete(&me.to_ne_bytes());
             Some(child?)
         }

@@ -48,6 +48,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Frames kept per stack (user and kernel stacks each).
     pub frames: usize,
+    /// Environment changes for a `Target::Command` (set, or removed when `None`).
+    pub envs: Vec<(OsString, Option<OsString>)>,
 }
 
 /// What a recording produced.

@@ -119,6 +119,8 @@ pub struct LockAgg {
     pub holders: Vec<StackAgg>,
     /// Waiter–holder pairs of this lock, by total wait.
     pub pairs: Vec<PairAgg>,
+    /// What the kernel saw of it (`run --kernel`): its futex waits, i.e. waits that slept.
+    pub sleep: Option<lockmeter_format::LockSleep>,
 }
 
 /// Where a lock's name came from.
@@ -494,6 +496,7 @@ impl Analysis {
                 waiters: Vec::new(),
                 holders: Vec::new(),
                 pairs: Vec::new(),
+                sleep: profile.lock_sleeps.iter().find(|s| s.lock == l.id).cloned(),
             });
         }
         let unfiltered_locks = locks.len();
@@ -543,6 +546,7 @@ impl Analysis {
                     waiters: Vec::new(),
                     holders: Vec::new(),
                     pairs: Vec::new(),
+                    sleep: None,
                 });
                 lock_kept.push(false);
                 locks.len() - 1

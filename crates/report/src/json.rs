@@ -209,6 +209,13 @@ struct LockOut<'a> {
     stats: StatsOut,
     sites: Vec<SiteOut<'a>>,
     first_use: Option<Vec<FrameOut<'a>>>,
+    /// `run --kernel`: of the contended acquisitions, the waits that slept in the kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_sleeps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_sleep_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_sleep_ns_max: Option<u64>,
     waiters: Vec<WaiterOut<'a>>,
     holders: Vec<HolderOut<'a>>,
     pairs: Vec<PairOut<'a>>,
@@ -383,6 +390,9 @@ fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
         stats: stats_out(&l.agg),
         sites: l.sorted_sites(opts.sort).into_iter().map(site_out).collect(),
         first_use: l.first_use.as_deref().map(stack_out),
+        kernel_sleeps: l.sleep.as_ref().map(|s| s.sleeps),
+        kernel_sleep_ns: l.sleep.as_ref().map(|s| s.sleep_ns),
+        kernel_sleep_ns_max: l.sleep.as_ref().map(|s| s.sleep_ns_max),
         waiters: l.waiters.iter().map(waiter_out).collect(),
         holders: l.holders.iter().map(holder_out).collect(),
         pairs: pairs.into_iter().map(pair_out).collect(),

@@ -47,6 +47,9 @@ pub fn text(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
         By::Cpu => cpus_table(a, opts.sort, top, w)?,
         By::Pair => pairs_table(a, opts.sort, top, w)?,
     }
+    if opts.by == By::Lock {
+        kernel_sleeps_table(a, opts.sort, top, w)?;
+    }
     if opts.hist || opts.stacks {
         let n = opts.top.unwrap_or(DETAIL_LOCKS);
         for l in a.sorted_locks(opts.sort).into_iter().take(n) {
@@ -352,7 +355,45 @@ fn hist_table(h: &[u64], w: &mut dyn Write) -> io::Result<()> {
 pub fn summary(a: &Analysis, top: usize, w: &mut dyn Write) -> io::Result<()> {
     header(a, w)?;
     writeln!(w)?;
-    locks_table(a, SortKey::Wait, top, 0, w)
+    locks_table(a, SortKey::Wait, top, 0, w)?;
+    kernel_sleeps_table(a, SortKey::Wait, top, w)
+}
+
+/// `run --kernel`: for the user-space locks the kernel saw too, how many of their contended
+/// acquisitions slept in the kernel (futex waits) and how long. Nothing when no lock has it.
+fn kernel_sleeps_table(
+    a: &Analysis,
+    key: SortKey,
+    top: usize,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let locks: Vec<&LockAgg> =
+        a.sorted_locks(key).into_iter().filter(|l| l.sleep.is_some()).take(top).collect();
+    if locks.is_empty() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    writeln!(w, "slept in the kernel (futex waits of these locks, seen by eBPF):")?;
+    let mut t = Table::new(&[
+        ("CONTENDED", Align::Right),
+        ("SLEPT", Align::Right),
+        ("SLEEP-TOTAL", Align::Right),
+        ("SLEEP-MAX", Align::Right),
+        ("WAIT-TOTAL", Align::Right),
+        ("NAME", Align::Left),
+    ]);
+    for l in locks {
+        let Some(s) = &l.sleep else { continue };
+        t.row(vec![
+            l.agg.stats.contended.to_string(),
+            s.sleeps.to_string(),
+            fmt_ns(s.sleep_ns),
+            fmt_ns(s.sleep_ns_max),
+            fmt_ns(l.agg.stats.wait_ns_total),
+            printable(&l.display_name(), usize::MAX),
+        ]);
+    }
+    t.write(" ", w)
 }
 
 /// The "wait: W ms/s of N x 1000 ms/s available (P% of CPU time)" headline, Lockmeter's

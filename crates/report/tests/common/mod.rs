@@ -141,6 +141,7 @@ pub fn sample_profile() -> Profile {
         cpus,
         stacks: Vec::new(),
         events: Vec::new(),
+        lock_sleeps: Vec::new(),
         dropped: Dropped::default(),
         overhead: Overhead {
             ns_per_pair: 24,

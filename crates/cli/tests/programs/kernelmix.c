@@ -1,0 +1,38 @@
+// A pthread mutex that threads fight over, with mmap/munmap between (kernel mmap_lock
+// contention): for `run --kernel`, one profile with the user lock, how often its waiters slept
+// in the kernel, and the kernel's locks. Usage: kernelmix THREADS ITERATIONS
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+static pthread_mutex_t hot_mutex = PTHREAD_MUTEX_INITIALIZER;
+static long counter;
+static int iters;
+
+static void *worker(void *arg) {
+    (void)arg;
+    for (int i = 0; i < iters; i++) {
+        pthread_mutex_lock(&hot_mutex);
+        counter++;
+        for (volatile int k = 0; k < 2000; k++) {}
+        pthread_mutex_unlock(&hot_mutex);
+        if (i % 8 == 0) {
+            char *p = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED) abort();
+            p[0] = 1;
+            munmap(p, 1 << 16);
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 4;
+    iters = argc > 2 ? atoi(argv[2]) : 20000;
+    pthread_t t[64];
+    for (int i = 0; i < n && i < 64; i++) pthread_create(&t[i], NULL, worker, NULL);
+    for (int i = 0; i < n && i < 64; i++) pthread_join(t[i], NULL);
+    printf("counter %ld\n", counter);
+    return 0;
+}
