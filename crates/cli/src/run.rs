@@ -27,7 +27,7 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,
     /// Record the kernel's side too, with eBPF (root or CAP_BPF+CAP_PERFMON): kernel locks the
-    /// program contended on, and for each metered lock how many of its waits slept in the kernel.
+    /// program contended on, and for each metered lock how often its waiters slept in the kernel.
     /// One profile, as `lockmeter record` and `run` together.
     #[arg(long)]
     pub(crate) kernel: bool,

@@ -249,11 +249,13 @@ fn run_kernel_gives_one_profile_with_user_and_kernel_locks() {
     // The user lock, exact as ever, and the kernel's view of it folded in, not a second lock.
     let hot = p.expect_lock("hot_mutex", "mutex", threads * iters);
     p.eq("hot_mutex: origin", sf(hot, "origin"), Some("preload"));
-    let slept = u(hot, "kernel_sleeps");
-    p.check(slept <= u(hot, "contended"), format!("hot_mutex: {slept} sleeps > contended"));
+    // A waiter may sleep more than once per acquisition (woken, it can lose the race), but
+    // only while it waits: the sleeps lie inside the wait the preload measured (two clocks: 1%).
+    let (slept, slept_ns) = (u(hot, "kernel_sleeps"), u(hot, "kernel_sleep_ns"));
+    p.check(u(hot, "contended") == 0 || slept > 0, "hot_mutex was contended but never slept");
     p.check(
-        u(hot, "kernel_sleep_ns") <= u(hot, "wait_ns_total"),
-        "hot_mutex: slept longer than it waited",
+        slept_ns as f64 <= u(hot, "wait_ns_total") as f64 * 1.01 + 10_000.0,
+        format!("hot_mutex: slept {slept_ns} ns, longer than it waited"),
     );
     p.check(
         p.locks()

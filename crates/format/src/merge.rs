@@ -6,8 +6,8 @@
 //! [`merge_kernel`] folds the kernel's profile into the preload's:
 //! - a futex word inside a metered lock object (a `pthread_mutex_t`'s word is at its address, an
 //!   rwlock's words within its 56 bytes) is that lock: its waits become the lock's
-//!   [`LockSleep`] (of its contended acquisitions, how many slept in the kernel and how long),
-//!   not a second lock;
+//!   [`LockSleep`] (how often and how long its waiters slept in the kernel), not a second
+//!   lock;
 //! - every other lock the kernel saw (kernel locks, futex words of locks the preload does not
 //!   meter) is added beside the user's locks, with its threads, stacks and events renumbered.
 

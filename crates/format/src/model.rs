@@ -169,7 +169,8 @@ pub struct Record {
 pub struct LockSleep {
     /// `LockInfo::id`.
     pub lock: u32,
-    /// Futex waits on the lock's words (each a sleep, or an attempt to sleep, in the kernel).
+    /// Futex wait calls on the lock's words (each a sleep, or an attempt to sleep, in the
+    /// kernel; one contended acquisition may make several).
     pub sleeps: u64,
     /// Their total time (ns).
     pub sleep_ns: u64,

@@ -209,7 +209,7 @@ struct LockOut<'a> {
     stats: StatsOut,
     sites: Vec<SiteOut<'a>>,
     first_use: Option<Vec<FrameOut<'a>>>,
-    /// `run --kernel`: of the contended acquisitions, the waits that slept in the kernel.
+    /// `run --kernel`: futex wait calls on the lock's words (sleeps in the kernel), and time.
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_sleeps: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -359,8 +359,9 @@ pub fn summary(a: &Analysis, top: usize, w: &mut dyn Write) -> io::Result<()> {
     kernel_sleeps_table(a, SortKey::Wait, top, w)
 }
 
-/// `run --kernel`: for the user-space locks the kernel saw too, how many of their contended
-/// acquisitions slept in the kernel (futex waits) and how long. Nothing when no lock has it.
+/// `run --kernel`: for the user-space locks the kernel saw too, their futex waits (sleeps in the
+/// kernel) and how long they took, beside the contended acquisitions and wait the preload
+/// measured. Nothing when no lock has it.
 fn kernel_sleeps_table(
     a: &Analysis,
     key: SortKey,
@@ -373,10 +374,13 @@ fn kernel_sleeps_table(
         return Ok(());
     }
     writeln!(w)?;
-    writeln!(w, "slept in the kernel (futex waits of these locks, seen by eBPF):")?;
+    writeln!(
+        w,
+        "slept in the kernel (futex waits on these locks' words, seen by eBPF; a contended acquisition may wait more than once):"
+    )?;
     let mut t = Table::new(&[
         ("CONTENDED", Align::Right),
-        ("SLEPT", Align::Right),
+        ("FUTEX-WAITS", Align::Right),
         ("SLEEP-TOTAL", Align::Right),
         ("SLEEP-MAX", Align::Right),
         ("WAIT-TOTAL", Align::Right),
