@@ -298,6 +298,11 @@ fn read_maps(skel: &skel::LockmeterSkel<'_>) -> Result<Raw> {
     }
     // Aggregates in a stable order: by process, thread, lock.
     raw.aggs.sort_by_key(|a| (a.tgid, a.tid, a.addr, a.kind as u8, a.mode as u8));
+    for k in skel.maps.joinwords.keys() {
+        if let Some(v) = skel.maps.joinwords.lookup(&k, MapFlags::ANY).ok().flatten() {
+            raw.join_words.insert((u32_at(&k, 8), u64_at(&k, 0)), u32_at(&v, 0));
+        }
+    }
     raw.rq_locks = (0..raw_cpus())
         .map(|c| {
             let v = skel.maps.rqlocks.lookup(&c.to_ne_bytes(), MapFlags::ANY).ok().flatten();

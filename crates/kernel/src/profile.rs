@@ -62,6 +62,9 @@ pub struct Raw {
     pub procs: HashMap<u32, RawProc>,
     /// The target process (first profile), if there is one.
     pub root: Option<u32>,
+    /// Words cleared and woken when a thread exits (pthread_join waits on them): (tgid,
+    /// address) -> the thread's tid.
+    pub join_words: HashMap<(u32, u64), u32>,
     /// The address of each CPU's run-queue lock (index: CPU; 0: not seen).
     pub rq_locks: Vec<u64>,
     /// Aggregates that did not fit, per-task starts that did not fit, stacks not taken, kernel
@@ -306,7 +309,17 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
         let new_lock = !locks.contains_key(&(a.addr, a.kind));
         let lock = *locks.entry((a.addr, a.kind)).or_insert_with(|| {
             let id = p.locks.len() as u32 + 1;
-            let name = kernel.then(|| kernel_lock_name(a, ks, &raw.rq_locks));
+            let name = if kernel {
+                Some(kernel_lock_name(a, ks, &raw.rq_locks))
+            } else {
+                raw.join_words.get(&(a.tgid, a.addr)).map(|tid| {
+                    let who = snap.threads.get(tid).filter(|n| !n.is_empty());
+                    match who {
+                        Some(n) => format!("exit of thread {tid} ({n}), awaited by pthread_join"),
+                        None => format!("exit of thread {tid}, awaited by pthread_join"),
+                    }
+                })
+            };
             p.locks.push(LockInfo { id, address: a.addr, generation: 0, kind: a.kind, name });
             id
         });

@@ -290,6 +290,36 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/* The word each exiting thread of a traced process clears and wakes (CLONE_CHILD_CLEARTID:
+ * glibc's pthread_join waits on it), so that user space can name those futex waits. */
+struct join_key {
+	__u64 addr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_TASKS);
+	__type(key, struct join_key);
+	__type(value, __u32);
+} joinwords SEC(".maps");
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	__u32 tgid = p->tgid;
+	if (!want_futex || !traced(tgid))
+		return 0;
+	struct join_key k = {};
+	k.addr = (__u64)p->clear_child_tid;
+	k.tgid = tgid;
+	__u32 tid = p->pid;
+	if (k.addr)
+		bpf_map_update_elem(&joinwords, &k, &tid, BPF_ANY);
+	return 0;
+}
+
 /* ---- kernel locks ---- */
 
 SEC("tp_btf/contention_begin")
