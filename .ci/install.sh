@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what lockmeter needs to build and test, on a fresh Debian machine with rustup.
-# Idempotent: skips what is already there.
+# Idempotent: skips what is already there. `install.sh build`: only what building needs (the
+# README's first command); no argument: also what the tests use (chromium, perf).
 set -euo pipefail
+only_build=false
+[ "${1:-}" = build ] && only_build=true
 
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
@@ -10,7 +13,7 @@ command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)
 # A font for `lockmeter plot --out F.png` (SVG needs none).
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 # Headless Chromium renders the HTML report in its end-to-end test.
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+$only_build || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The eBPF collector (`lockmeter record`): clang compiles the BPF programs, bpftool dumps the
 # kernel's BTF into vmlinux.h, libbpf-sys builds libbpf against libelf and zlib.
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
@@ -19,7 +22,7 @@ command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # Independent counts of the same tracepoints for the eBPF tests, and `perf lock` for the benchmark.
-command -v perf >/dev/null 2>&1 || need_apt+=(linux-perf)
+$only_build || command -v perf >/dev/null 2>&1 || need_apt+=(linux-perf)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null 2>&1; then
         echo "install: apt-get install ${need_apt[*]}"
