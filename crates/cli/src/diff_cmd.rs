@@ -45,8 +45,8 @@ pub(crate) struct DiffArgs {
 }
 
 fn load(p: &Path, symbols: bool) -> Result<Analysis> {
-    let profile = lockmeter_format::read_profile_file(p)?;
-    let a = Analysis::new(&profile, &SymbolizeOptions { enabled: symbols });
+    let (profile, mut sym) = lockmeter_report::open(p, &SymbolizeOptions { enabled: symbols })?;
+    let a = Analysis::with_symbolizer(&profile, &mut sym);
     for n in &a.notes {
         eprintln!("lockmeter: note: {}: {n}", p.display());
     }

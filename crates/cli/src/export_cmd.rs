@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use lockmeter_report::export::{ExportError, pprof};
-use lockmeter_report::{ElfSymbolizer, NoSymbols, Symbolize};
+use lockmeter_report::{Symbolize, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,18 +54,10 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             .into());
         }
     }
-    let profile = lockmeter_format::read_profile_file(&a.file)?;
-    // Files rebuilt or replaced since the run would give wrong names: they are refused.
-    let start = profile.header.start_unix_ns;
-    let mut elf = (!a.no_symbols)
-        .then(|| ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start));
-    let mut none = NoSymbols;
-    let sym: &mut dyn Symbolize = match &mut elf {
-        Some(e) => e,
-        None => &mut none,
-    };
+    let (profile, mut sym) =
+        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
-        let pb = pprof::build(&profile, sym);
+        let pb = pprof::build(&profile, &mut sym);
         let mut buf = Vec::new();
         pprof::write(&pb, gzip, &mut buf)?;
         lockmeter_format::files::write_new(p, &buf)?;
@@ -78,7 +70,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
     }
     if let Some(p) = &a.csv {
         let mut buf = Vec::new();
-        pprof::write_csv(&profile, sym, &mut buf)?;
+        pprof::write_csv(&profile, &mut sym, &mut buf)?;
         if p.as_os_str() == "-" {
             let mut o = std::io::stdout().lock();
             o.write_all(&buf).context("cannot write to standard output")?;
@@ -88,8 +80,6 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             eprintln!("lockmeter: CSV written to {}", p.display());
         }
     }
-    if let Some(e) = &elf {
-        crate::flame_cmd::note_changed(&e.changed_since(start));
-    }
+    crate::print_notes(&sym.notes());
     Ok(())
 }

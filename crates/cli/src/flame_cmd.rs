@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use lockmeter_report::export::flame::{self, FlameOptions};
 use lockmeter_report::export::{ExportError, Weight};
-use lockmeter_report::{ElfSymbolizer, NoSymbols, Symbolize};
+use lockmeter_report::{Symbolize, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -40,17 +40,6 @@ fn ends_with_any(p: &Path, exts: &[&str]) -> bool {
     exts.iter().any(|e| s.len() > e.len() && s.ends_with(e))
 }
 
-/// Says which files changed since the run (their frames are shown as module+offset).
-pub(crate) fn note_changed(changed: &[String]) {
-    if !changed.is_empty() {
-        eprintln!(
-            "lockmeter: note: {} changed after the run started (rebuilt or replaced?): its \
-             addresses are shown as module+offset, not with names that may be wrong",
-            changed.join(", ")
-        );
-    }
-}
-
 /// `lockmeter flamegraph`.
 pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
     let out = match (&a.out, a.folded) {
@@ -72,27 +61,17 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
         }
         (p, _) => p.clone(),
     };
-    let profile = lockmeter_format::read_profile_file(&a.file)?;
-    // Files rebuilt or replaced since the run would give wrong names: they are refused.
-    let start = profile.header.start_unix_ns;
-    let mut elf = (!a.no_symbols)
-        .then(|| ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start));
-    let mut none = NoSymbols;
-    let sym: &mut dyn Symbolize = match &mut elf {
-        Some(e) => e,
-        None => &mut none,
-    };
+    let (profile, mut sym) =
+        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
     let mut buf = Vec::new();
     if a.folded {
-        let lines = flame::folded(&profile, sym, a.weight, a.lock.as_deref());
+        let lines = flame::folded(&profile, &mut sym, a.weight, a.lock.as_deref());
         flame::write_folded(&lines, &mut buf)?;
     } else {
         let opts = FlameOptions { weight: a.weight, lock: a.lock, title: a.title };
-        flame::flamegraph(&profile, sym, &opts, &mut buf)?;
+        flame::flamegraph(&profile, &mut sym, &opts, &mut buf)?;
     }
-    if let Some(e) = &elf {
-        note_changed(&e.changed_since(start));
-    }
+    crate::print_notes(&sym.notes());
     match out {
         Some(p) => {
             lockmeter_format::files::write_new(&p, &buf)?;

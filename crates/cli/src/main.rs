@@ -54,6 +54,13 @@ enum Command {
     DemoWorkload(demo::WorkloadArgs),
 }
 
+/// Prints the caveats of reading a profile (`lockmeter: note: ...`), one line each.
+pub(crate) fn print_notes(notes: &[String]) {
+    for n in notes {
+        eprintln!("lockmeter: note: {n}");
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {

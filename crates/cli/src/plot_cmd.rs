@@ -35,11 +35,10 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     if a.top == 0 {
         bail!("--top must be at least 1");
     }
-    let profile = lockmeter_format::read_profile_file(&a.file)?;
-    let analysis = Analysis::new(&profile, &SymbolizeOptions { enabled: !a.no_symbols });
-    for n in &analysis.notes {
-        eprintln!("lockmeter: note: {n}");
-    }
+    let (profile, mut sym) =
+        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    let analysis = Analysis::with_symbolizer(&profile, &mut sym);
+    crate::print_notes(&analysis.notes);
     let opts = PlotOptions { kind: a.kind, top: a.top, lock: a.lock };
     plot::plot_to_file(&analysis, &opts, &a.out)?;
     eprintln!("lockmeter: figure written to {}", a.out.display());

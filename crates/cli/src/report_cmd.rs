@@ -1,7 +1,11 @@
 //! `lockmeter report`.
 
 use anyhow::{Context, Result};
-use lockmeter_report::{Analysis, By, Filter, Format, ReportOptions, SortKey, SymbolizeOptions};
+use lockmeter_format::model::Profile;
+use lockmeter_report::export::flame::{self, FlameOptions};
+use lockmeter_report::{
+    Analysis, By, Filter, Format, ReportOptions, SortKey, SymbolizeOptions, Symbolizer,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -45,27 +49,15 @@ pub(crate) struct ReportArgs {
     no_symbols: bool,
 }
 
-fn load(file: &Path, symbols: bool, filter: &Filter) -> Result<Analysis> {
-    let profile = lockmeter_format::read_profile_file(file)?;
-    Ok(Analysis::new_filtered(&profile, &SymbolizeOptions { enabled: symbols }, filter))
-}
-
 /// The flame graph of waiter stacks that the HTML report shows, when the profile has any.
-fn flame_svg(file: &Path, symbols: bool, lock: Option<&str>) -> Result<Option<String>> {
-    use lockmeter_report::export::flame::{self, FlameOptions};
-    use lockmeter_report::{ElfSymbolizer, NoSymbols, Symbolize};
-    let profile = lockmeter_format::read_profile_file(file)?;
-    let start = profile.header.start_unix_ns;
-    let mut elf =
-        symbols.then(|| ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start));
-    let mut none = NoSymbols;
-    let sym: &mut dyn Symbolize = match &mut elf {
-        Some(e) => e,
-        None => &mut none,
-    };
+fn flame_svg(
+    profile: &Profile,
+    sym: &mut Symbolizer,
+    lock: Option<&str>,
+) -> Result<Option<String>> {
     let opts = FlameOptions { lock: lock.map(str::to_owned), ..FlameOptions::default() };
     let mut buf = Vec::new();
-    match flame::flamegraph(&profile, sym, &opts, &mut buf) {
+    match flame::flamegraph(profile, sym, &opts, &mut buf) {
         Ok(()) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
         Err(lockmeter_report::export::ExportError::Empty(_)) => Ok(None),
         Err(e) => Err(e.into()),
@@ -78,7 +70,9 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
         lockmeter_format::files::check_new(p)?;
     }
     let filter = Filter { lock: a.lock.clone(), function: a.function.clone() };
-    let analysis = load(&a.file, !a.no_symbols, &filter)?;
+    let (profile, mut sym) =
+        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    let analysis = Analysis::build(&profile, &mut sym, &filter);
     let opts = ReportOptions {
         by: a.by,
         sort: a.sort,
@@ -89,7 +83,7 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
     };
     let mut buf = Vec::new();
     if a.format == Format::Html {
-        let flame = flame_svg(&a.file, !a.no_symbols, a.lock.as_deref())?;
+        let flame = flame_svg(&profile, &mut sym, a.lock.as_deref())?;
         lockmeter_report::html(&analysis, &opts, flame.as_deref(), &mut buf)
     } else {
         lockmeter_report::render(&analysis, &opts, &mut buf)
@@ -111,7 +105,8 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
 
 /// The short report `run` prints.
 pub(crate) fn summary(file: &Path, top: usize) -> Result<String> {
-    let analysis = load(file, true, &Filter::default())?;
+    let (profile, mut sym) = lockmeter_report::open(file, &SymbolizeOptions::default())?;
+    let analysis = Analysis::with_symbolizer(&profile, &mut sym);
     let mut v = Vec::new();
     lockmeter_report::summary(&analysis, top, &mut v)?;
     Ok(String::from_utf8_lossy(&v).into_owned())

@@ -11,21 +11,7 @@ use lockmeter_format::model::{
 
 use crate::SortKey;
 use crate::options::Filter;
-use crate::symbolize::{ElfSymbolizer, Frame, NoSymbols, Symbolize};
-
-/// Symbolization settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SymbolizeOptions {
-    /// Read the ELF files of the memory map to name call sites and static locks. When off,
-    /// sites print as raw addresses and locks keep only collector-given names.
-    pub enabled: bool,
-}
-
-impl Default for SymbolizeOptions {
-    fn default() -> Self {
-        SymbolizeOptions { enabled: true }
-    }
-}
+use crate::symbolize::{Frame, Symbolize, SymbolizeOptions, Symbolizer};
 
 /// Summed statistics of a group of records, with the read/write split of acquisitions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -424,29 +410,10 @@ fn sort_stacks(v: &mut [StackAgg]) {
 }
 
 impl Analysis {
-    /// Analyses `profile`, symbolizing with an [`ElfSymbolizer`] over its memory map when
-    /// `opts.enabled`, else with [`NoSymbols`].
+    /// Analyses `profile` with the symbolizer [`Symbolizer::new`] chooses for `opts` (a
+    /// command that reads a file gets both from [`crate::open`]).
     pub fn new(profile: &Profile, opts: &SymbolizeOptions) -> Analysis {
-        Self::new_filtered(profile, opts, &Filter::default())
-    }
-
-    /// [`Analysis::new`], keeping only what `filter` selects.
-    pub fn new_filtered(profile: &Profile, opts: &SymbolizeOptions, filter: &Filter) -> Analysis {
-        if opts.enabled {
-            let start = profile.header.start_unix_ns;
-            let mut sym = ElfSymbolizer::new(&profile.maps).refuse_files_changed_after(start);
-            let mut a = Self::build(profile, &mut sym, filter);
-            let changed = sym.changed_since(start);
-            if !changed.is_empty() {
-                a.notes.push(format!(
-                    "{} changed after the run started (rebuilt or replaced?): its addresses are shown as module+offset, not with names that may be wrong",
-                    changed.join(", ")
-                ));
-            }
-            a
-        } else {
-            Self::build(profile, &mut NoSymbols, filter)
-        }
+        Self::build(profile, &mut Symbolizer::new(profile, opts), &Filter::default())
     }
 
     /// Analyses `profile` with any symbolizer.
@@ -457,7 +424,8 @@ impl Analysis {
     /// Analyses `profile` with any symbolizer, keeping only what `filter` selects: locks whose
     /// display name contains the lock pattern (or whose address it is), records whose site's
     /// function contains the function pattern, events whose stacks do. Totals, threads and
-    /// views then cover the selection only; per-CPU totals cannot be filtered.
+    /// views then cover the selection only; per-CPU totals cannot be filtered. The analysis's
+    /// notes are the symbolizer's ([`Symbolize::notes`]).
     pub fn build(profile: &Profile, sym: &mut dyn Symbolize, filter: &Filter) -> Analysis {
         let mut res = Resolver { sym, cache: HashMap::new() };
         let stacks: HashMap<u32, &[u64]> =
@@ -713,7 +681,7 @@ impl Analysis {
             pairs: all_pairs,
             filter: filter.clone(),
             unfiltered_locks,
-            notes: Vec::new(),
+            notes: res.sym.notes(),
         }
     }
 

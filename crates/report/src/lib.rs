@@ -1,6 +1,6 @@
 //! Reading a lockmeter profile: aggregation, symbolization and every output format.
 //!
-//! A [`Profile`](lockmeter_format::model::Profile) holds one row of statistics per (thread,
+//! A [`Profile`] holds one row of statistics per (thread,
 //! lock, call site, mode). [`Analysis::new`] sums those records into per-lock, per-site,
 //! per-thread and whole-profile aggregates (with [`Stats::merge`](lockmeter_core::Stats::merge),
 //! so every view agrees with every other), names call sites and static locks from the ELF
@@ -15,7 +15,8 @@
 //! * [`json`]: a stable, versioned document (schema in `SCHEMA.md`, [`SCHEMA_VERSION`]);
 //! * [`csv()`]: one row per lock, site, thread or CPU.
 //!
-//! [`render`] picks one by [`ReportOptions::format`].
+//! [`render`] picks one by [`ReportOptions::format`]. A command that reads a profile file opens
+//! it with [`open`], which also chooses the [`Symbolizer`] every view of it shares.
 //!
 //! ```
 //! use lockmeter_format::model::*;
@@ -56,10 +57,24 @@ mod text;
 pub mod units;
 
 use std::io;
+use std::path::Path;
+
+use lockmeter_format::FileError;
+use lockmeter_format::model::Profile;
+
+/// Opens a profile file for any view: reads it and chooses its symbolizer ([`Symbolizer::new`]:
+/// the ELF files of its memory map unless `opts.enabled` is off, files changed since the run
+/// refused). Every command that reads a profile starts here. The error is one line naming the
+/// file and what to do.
+pub fn open(path: &Path, opts: &SymbolizeOptions) -> Result<(Profile, Symbolizer), FileError> {
+    let profile = lockmeter_format::read_profile_file(path)?;
+    let sym = Symbolizer::new(&profile, opts);
+    Ok((profile, sym))
+}
 
 pub use analysis::{
-    Agg, Analysis, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, SymbolizeOptions,
-    ThreadAgg, Totals, hist_rows,
+    Agg, Analysis, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, ThreadAgg, Totals,
+    hist_rows,
 };
 pub use csvout::csv;
 pub use html::html;
@@ -67,7 +82,9 @@ pub use json::{SCHEMA_VERSION, json};
 pub use options::{
     By, DEFAULT_TOP, Filter, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey,
 };
-pub use symbolize::{ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize};
+pub use symbolize::{
+    ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
+};
 pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, headline, summary, text};
 
 /// Writes the report in `opts.format`.

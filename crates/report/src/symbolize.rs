@@ -34,7 +34,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use lockmeter_format::model::MapEntry;
+use lockmeter_format::model::{MapEntry, Profile};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 /// A resolved code address (a call site).
@@ -133,6 +133,73 @@ pub trait Symbolize {
     /// Names the static object that contains `addr` (`my_lock`, `locks+0x28`), or `None` for
     /// heap, stack and unknown memory.
     fn data(&mut self, addr: u64) -> Option<String>;
+    /// Caveats about the names given so far, one sentence each (e.g. files changed since the
+    /// run, whose addresses were left unnamed). None by default.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Symbolization settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymbolizeOptions {
+    /// Read the ELF files of the memory map to name call sites and static locks. When off,
+    /// sites print as raw addresses and locks keep only collector-given names.
+    pub enabled: bool,
+}
+
+impl Default for SymbolizeOptions {
+    fn default() -> Self {
+        SymbolizeOptions { enabled: true }
+    }
+}
+
+/// The symbolizer every view of a profile uses, chosen once by [`Symbolizer::new`] (and by
+/// [`crate::open`], which reads the profile too).
+#[derive(Debug)]
+pub enum Symbolizer {
+    /// The ELF files of the profile's memory map; files modified after the run started are
+    /// refused ([`ElfSymbolizer::refuse_files_changed_after`]) and reported by
+    /// [`Symbolize::notes`].
+    Elf(Box<ElfSymbolizer>),
+    /// No symbols (`--no-symbols`): [`NoSymbols`].
+    Off,
+}
+
+impl Symbolizer {
+    /// The symbolizer for `profile`: [`Symbolizer::Elf`] over its memory map when
+    /// `opts.enabled` (files changed since `header.start_unix_ns` refused), else
+    /// [`Symbolizer::Off`].
+    pub fn new(profile: &Profile, opts: &SymbolizeOptions) -> Symbolizer {
+        if opts.enabled {
+            let elf = ElfSymbolizer::new(&profile.maps)
+                .refuse_files_changed_after(profile.header.start_unix_ns);
+            Symbolizer::Elf(Box::new(elf))
+        } else {
+            Symbolizer::Off
+        }
+    }
+}
+
+impl Symbolize for Symbolizer {
+    fn code(&mut self, addr: u64) -> Frame {
+        match self {
+            Symbolizer::Elf(e) => e.code(addr),
+            Symbolizer::Off => NoSymbols.code(addr),
+        }
+    }
+    fn data(&mut self, addr: u64) -> Option<String> {
+        match self {
+            Symbolizer::Elf(e) => e.data(addr),
+            Symbolizer::Off => NoSymbols.data(addr),
+        }
+    }
+    fn notes(&self) -> Vec<String> {
+        match self {
+            Symbolizer::Elf(e) => e.notes(),
+            Symbolizer::Off => Vec::new(),
+        }
+    }
 }
 
 /// A symbolizer that resolves nothing: sites print as raw addresses, locks stay unnamed.
@@ -616,6 +683,20 @@ impl Symbolize for ElfSymbolizer {
         let s = ElfInfo::lookup(&elf.data, vaddr, false)?;
         let name = demangle(&s.name);
         Some(if vaddr == s.addr { name } else { format!("{name}+{:#x}", vaddr - s.addr) })
+    }
+
+    /// The files read (or refused) so far that were modified after the time given to
+    /// [`ElfSymbolizer::refuse_files_changed_after`]: none when it was not called.
+    fn notes(&self) -> Vec<String> {
+        let changed = self.changed_since(self.not_after_ns);
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "{} changed after the run started (rebuilt or replaced?): its addresses are shown as \
+             module+offset, not with names that may be wrong",
+            changed.join(", ")
+        )]
     }
 }
 

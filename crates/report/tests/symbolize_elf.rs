@@ -267,3 +267,73 @@ fn files_changed_since_the_run_are_reported() {
     assert_eq!(s.changed_since(before), [base(&exe)]);
     assert!(s.changed_since(0).is_empty(), "unknown start: nothing to compare");
 }
+
+#[test]
+fn open_reads_the_profile_and_chooses_the_symbolizer_of_every_view() {
+    let Some((exe, run)) = build_and_run("prog-open", &["-fPIE", "-pie"], false) else { return };
+    let modified = std::fs::metadata(&exe).unwrap().modified().unwrap();
+    let mtime_ns = modified.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let profile = |start_unix_ns: u64| Profile {
+        header: Header { start_unix_ns, ..Header::default() },
+        maps: run.maps.clone(),
+        threads: vec![ThreadInfo { index: 1, tid: 1, name: "t".into() }],
+        locks: vec![LockInfo {
+            id: 1,
+            address: run.addrs["my_lock"],
+            generation: 0,
+            kind: LockKind::Mutex,
+            name: None,
+        }],
+        records: vec![Record {
+            thread: 1,
+            lock: 1,
+            site: run.addrs["site"],
+            mode: Mode::Exclusive,
+            stats: Stats { acquisitions: 3, ..Stats::default() },
+        }],
+        ..Profile::default()
+    };
+    let dir = tmpdir();
+    let write = |name: &str, p: &Profile| {
+        let path = dir.join(name);
+        std::fs::write(&path, lockmeter_format::to_bytes(p).unwrap()).unwrap();
+        path
+    };
+    let on = SymbolizeOptions { enabled: true };
+
+    // The run started after the program was built: names, no notes.
+    let fresh = write("open-fresh.lmp", &profile(mtime_ns + 1_000_000_000));
+    let (p, mut sym) = open(&fresh, &on).unwrap();
+    assert!(matches!(sym, Symbolizer::Elf(_)));
+    let a = Analysis::with_symbolizer(&p, &mut sym);
+    assert_eq!(a.locks[0].name.as_deref(), Some("my_lock"));
+    assert_eq!(a.locks[0].agg.stats.acquisitions, 3);
+    assert!(a.notes.is_empty(), "{:?}", a.notes);
+    assert!(sym.notes().is_empty());
+
+    // The program changed after the run started: no names from it, and one note naming it.
+    let stale = write("open-stale.lmp", &profile(mtime_ns - 1_000_000_000));
+    let (p, mut sym) = open(&stale, &on).unwrap();
+    let a = Analysis::with_symbolizer(&p, &mut sym);
+    assert_eq!(a.locks[0].name, None);
+    assert!(a.locks[0].sites[0].function.starts_with("prog-open+0x"), "{:?}", a.locks[0].sites);
+    assert_eq!(a.notes.len(), 1, "{:?}", a.notes);
+    assert!(a.notes[0].starts_with("prog-open changed after the run started"), "{:?}", a.notes);
+    assert_eq!(sym.notes(), a.notes, "the symbolizer and the analysis say the same");
+    // Analysis::new chooses the same way.
+    assert_eq!(Analysis::new(&p, &on).notes, a.notes);
+
+    // --no-symbols: nothing is read, nothing to note.
+    let (p, mut sym) = open(&stale, &SymbolizeOptions { enabled: false }).unwrap();
+    assert!(matches!(sym, Symbolizer::Off));
+    let a = Analysis::with_symbolizer(&p, &mut sym);
+    assert_eq!(a.locks[0].name, None);
+    assert_eq!(a.locks[0].sites[0].function, format!("{:#x}", run.addrs["site"]));
+    assert!(a.notes.is_empty());
+
+    // A file that is not there: the reader's one-line error, unchanged.
+    let missing = dir.join("open-missing.lmp");
+    let e = open(&missing, &on).unwrap_err().to_string();
+    assert_eq!(e, lockmeter_format::read_profile_file(&missing).unwrap_err().to_string());
+    assert!(e.contains("open-missing.lmp") && !e.contains('\n'), "{e}");
+}
