@@ -9,9 +9,54 @@ use lockmeter_format::model::{
     CpuStats, Dropped, Event, EventKind, Header, LockKind, Mode, Overhead, Profile, Record, Stats,
 };
 
-use crate::SortKey;
-use crate::options::Filter;
+use crate::options::SortKey;
 use crate::symbolize::{Frame, Symbolize, SymbolizeOptions, Symbolizer};
+
+/// What a report keeps: locks by name or address, call sites and stacks by function.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Filter {
+    /// Keep locks whose display name contains this, or whose address it is (`0x...`, exact).
+    pub lock: Option<String>,
+    /// Keep call sites whose function contains this (stacks: any frame's function).
+    pub function: Option<String>,
+}
+
+impl Filter {
+    /// Whether anything is filtered.
+    pub fn is_active(&self) -> bool {
+        self.lock.is_some() || self.function.is_some()
+    }
+
+    /// Whether the lock pattern selects `l`.
+    pub fn lock_matches(&self, l: &LockAgg) -> bool {
+        let Some(p) = &self.lock else { return true };
+        if l.display_name().contains(p.as_str()) {
+            return true;
+        }
+        let hex = p.trim().strip_prefix("0x").or_else(|| p.trim().strip_prefix("0X"));
+        hex.and_then(|h| u64::from_str_radix(h, 16).ok()).is_some_and(|a| a == l.address)
+    }
+
+    /// Whether the function pattern selects a call site or stack frame.
+    pub fn function_matches(&self, f: &Frame) -> bool {
+        match &self.function {
+            None => true,
+            Some(p) => f.matches_function(p),
+        }
+    }
+
+    /// `--lock P --function Q`, the way the command line spells it (empty when inactive).
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(p) = &self.lock {
+            v.push(format!("--lock {p}"));
+        }
+        if let Some(p) = &self.function {
+            v.push(format!("--function {p}"));
+        }
+        v.join(" ")
+    }
+}
 
 /// Summed statistics of a group of records, with the read/write split of acquisitions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -252,7 +297,7 @@ impl LockAgg {
             let o = if key == SortKey::Name {
                 a.function.cmp(&b.function)
             } else {
-                key.compare(&a.agg, &b.agg)
+                key.compare(&a.agg.stats, &b.agg.stats)
             };
             o.then(a.address.cmp(&b.address))
         });
@@ -645,8 +690,8 @@ impl Analysis {
         for l in &mut locks {
             l.sites.sort_by(|a, b| {
                 SortKey::Wait
-                    .compare(&a.agg, &b.agg)
-                    .then_with(|| SortKey::Acquisitions.compare(&a.agg, &b.agg))
+                    .compare(&a.agg.stats, &b.agg.stats)
+                    .then_with(|| SortKey::Acquisitions.compare(&a.agg.stats, &b.agg.stats))
                     .then_with(|| a.address.cmp(&b.address))
             });
             sort_stacks(&mut l.waiters);
@@ -699,7 +744,7 @@ impl Analysis {
             let o = if key == SortKey::Name {
                 a.display_name().cmp(&b.display_name())
             } else {
-                key.compare(&a.agg, &b.agg)
+                key.compare(&a.agg.stats, &b.agg.stats)
             };
             o.then(a.address.cmp(&b.address)).then(a.generation.cmp(&b.generation))
         });
@@ -714,7 +759,7 @@ impl Analysis {
             let o = if key == SortKey::Name {
                 a.function.cmp(&b.function)
             } else {
-                key.compare(&a.agg, &b.agg)
+                key.compare(&a.agg.stats, &b.agg.stats)
             };
             o.then(a.address.cmp(&b.address))
                 .then(la.address.cmp(&lb.address))
@@ -730,7 +775,7 @@ impl Analysis {
             let o = if key == SortKey::Name {
                 a.name.cmp(&b.name)
             } else {
-                key.compare(&a.agg, &b.agg)
+                key.compare(&a.agg.stats, &b.agg.stats)
             };
             o.then(a.tid.cmp(&b.tid)).then(a.index.cmp(&b.index))
         });
@@ -741,14 +786,11 @@ impl Analysis {
     /// by wait; `name` sorts by CPU number.
     pub fn sorted_cpus(&self, key: SortKey) -> Vec<&CpuStats> {
         let mut v: Vec<&CpuStats> = self.cpus.iter().collect();
-        let as_agg = |c: &CpuStats| Agg {
-            stats: Stats {
-                acquisitions: c.acquisitions,
-                contended: c.contended,
-                wait_ns_total: c.wait_ns,
-                ..Stats::default()
-            },
-            ..Agg::default()
+        let as_stats = |c: &CpuStats| Stats {
+            acquisitions: c.acquisitions,
+            contended: c.contended,
+            wait_ns_total: c.wait_ns,
+            ..Stats::default()
         };
         let key = match key {
             SortKey::WaitMax | SortKey::Hold | SortKey::HoldMax => SortKey::Wait,
@@ -758,7 +800,7 @@ impl Analysis {
             let o = if key == SortKey::Name {
                 Ordering::Equal
             } else {
-                key.compare(&as_agg(a), &as_agg(b))
+                key.compare(&as_stats(a), &as_stats(b))
             };
             o.then(a.cpu.cmp(&b.cpu))
         });

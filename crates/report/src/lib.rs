@@ -73,15 +73,13 @@ pub fn open(path: &Path, opts: &SymbolizeOptions) -> Result<(Profile, Symbolizer
 }
 
 pub use analysis::{
-    Agg, Analysis, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, ThreadAgg, Totals,
-    hist_rows,
+    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, ThreadAgg,
+    Totals, hist_rows,
 };
 pub use csvout::csv;
 pub use html::html;
 pub use json::{SCHEMA_VERSION, json};
-pub use options::{
-    By, DEFAULT_TOP, Filter, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey,
-};
+pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
 };

@@ -4,8 +4,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::analysis::{Agg, LockAgg};
-use crate::symbolize::Frame;
+use lockmeter_format::model::Stats;
 
 /// What one row of the report is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,52 +73,6 @@ pub struct ReportOptions {
     pub hist: bool,
     /// Text: print the top waiter and holder stacks of the top locks.
     pub stacks: bool,
-}
-
-/// What a report keeps: locks by name or address, call sites and stacks by function.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Filter {
-    /// Keep locks whose display name contains this, or whose address it is (`0x...`, exact).
-    pub lock: Option<String>,
-    /// Keep call sites whose function contains this (stacks: any frame's function).
-    pub function: Option<String>,
-}
-
-impl Filter {
-    /// Whether anything is filtered.
-    pub fn is_active(&self) -> bool {
-        self.lock.is_some() || self.function.is_some()
-    }
-
-    /// Whether the lock pattern selects `l`.
-    pub fn lock_matches(&self, l: &LockAgg) -> bool {
-        let Some(p) = &self.lock else { return true };
-        if l.display_name().contains(p.as_str()) {
-            return true;
-        }
-        let hex = p.trim().strip_prefix("0x").or_else(|| p.trim().strip_prefix("0X"));
-        hex.and_then(|h| u64::from_str_radix(h, 16).ok()).is_some_and(|a| a == l.address)
-    }
-
-    /// Whether the function pattern selects a call site or stack frame.
-    pub fn function_matches(&self, f: &Frame) -> bool {
-        match &self.function {
-            None => true,
-            Some(p) => f.matches_function(p),
-        }
-    }
-
-    /// `--lock P --function Q`, the way the command line spells it (empty when inactive).
-    pub fn describe(&self) -> String {
-        let mut v = Vec::new();
-        if let Some(p) = &self.lock {
-            v.push(format!("--lock {p}"));
-        }
-        if let Some(p) = &self.function {
-            v.push(format!("--function {p}"));
-        }
-        v.join(" ")
-    }
 }
 
 /// Rows shown by the text report when no `top` is given.
@@ -224,10 +177,9 @@ impl SortKey {
         }
     }
 
-    /// Order of two aggregates: `Less` when `a` comes first (larger value). `Equal` for
+    /// Order of two rows' statistics: `Less` when `x` comes first (larger value). `Equal` for
     /// [`SortKey::Name`], which the caller orders by its own names.
-    pub fn compare(self, a: &Agg, b: &Agg) -> Ordering {
-        let (x, y) = (&a.stats, &b.stats);
+    pub fn compare(self, x: &Stats, y: &Stats) -> Ordering {
         match self {
             SortKey::Wait => y.wait_ns_total.cmp(&x.wait_ns_total),
             SortKey::WaitMax => y.wait_ns_max.cmp(&x.wait_ns_max),
