@@ -475,3 +475,11 @@ impl Profile {
         self.eq("header.end_signal", h["end_signal"].as_u64(), signal);
     }
 }
+
+/// sizeof(pthread_mutex_t) on x86_64 and aarch64 glibc.
+pub const MUTEX_SIZE: u64 = 40;
+
+/// The name the report gives to element `i` of a static array `base` of `size`-byte elements.
+pub fn elem(base: &str, i: u64, size: u64) -> String {
+    if i == 0 { base.to_string() } else { format!("{base}+{:#x}", i * size) }
+}

@@ -1,4 +1,4 @@
-/* Shared helpers of the end-to-end test programs (crates/cli/tests/e2e.rs). */
+/* Shared helpers of the end-to-end test programs (the test files of crates/cli/tests). */
 #ifndef E2E_COMMON_H
 #define E2E_COMMON_H
 #define _GNU_SOURCE

@@ -1,0 +1,247 @@
+//! End-to-end tests: names. Static locks of programs and shared libraries (PIE and not) are named
+//! from their symbols, call sites by function; names given through `include/lockmeter.h` win and
+//! outlive their lock; a program deleted or replaced after the run lends no wrong names; awkward
+//! names and a huge command line survive every format; the demo names its locks.
+//!
+//! Ground-truth programs (`tests/programs/`): hammer.c, named.c, shlib.c, shlib_main.c, striped.c,
+//! weird.c and the bundled demo (`lockmeter demo`).
+//!
+//! Needs gcc. Run with `cargo test -p lockmeter --test stacks_names`; the harness builds the
+//! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
+
+mod common;
+
+use common::*;
+
+fn check_shlib(s: &Scratch, extra: &[&str], tag: &str) {
+    let lib = s.path("libe2eshlib.so");
+    if !lib.exists() {
+        s.compile_with("shlib", "libe2eshlib.so", &["-fPIC", "-shared"]);
+    }
+    let mut flags = vec!["-L", s.dir.to_str().unwrap(), "-le2eshlib", "-Wl,-rpath,$ORIGIN"];
+    flags.extend_from_slice(extra);
+    let exe = s.compile_with("shlib_main", &format!("shlib_main_{tag}"), &flags);
+    let n = 300u64;
+    let out = format!("{tag}.lmp");
+    let ran = run_metered(s, &out, &[], &exe, &[&n.to_string()]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path(&out), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    for (name, func, module) in [
+        ("shlib_lock", "shlib_take+0x", "libe2eshlib.so"),
+        ("shlib_private_lock", "shlib_take+0x", "libe2eshlib.so"),
+        ("main_lock", "main+0x", ""),
+    ] {
+        let l = p.expect_lock(name, "mutex", n);
+        let site = &l["sites"][0];
+        let f = sf(site, "function").unwrap_or("");
+        p.check(f.starts_with(func), format!("{tag}: {name} site {f} starts with {func}"));
+        if !module.is_empty() {
+            p.eq(format!("{tag}: {name} site module"), sf(site, "module"), Some(module));
+        }
+    }
+}
+
+#[test]
+fn static_locks_of_shared_libraries_and_non_pie_programs_are_named() {
+    let s = Scratch::new("shlib");
+    check_shlib(&s, &[], "pie");
+    check_shlib(&s, &["-no-pie"], "nopie");
+}
+
+fn run_named(tag: &str) -> (Scratch, Profile) {
+    let s = Scratch::new(tag);
+    let include = workspace().join("include");
+    let exe = s.compile_with("named", "named", &["-I", include.to_str().unwrap()]);
+    let plain = run_plain(&s.dir, &exe, &[]);
+    plain.expect_code(0);
+    assert_eq!(plain.stdout, "ok plain\n", "{plain}");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    assert_eq!(ran.stdout, "ok named\n", "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    (s, p)
+}
+
+#[test]
+fn locks_named_through_lockmeter_h_are_reported_by_name() {
+    let (_s, p) = run_named("named");
+    p.expect_lock("queue.lock", "mutex", 10);
+    let rw = p.expect_lock("table.rwlock", "rwlock", 5);
+    p.eq("table.rwlock reads", u(rw, "read_acquisitions"), 5);
+    p.expect_lock("spin.heap", "spinlock", 3);
+    let second = p.expect_lock("second", "mutex", 6);
+    p.eq("second: generation", u(second, "generation"), 3);
+    p.expect_lock("new", "mutex", 2);
+    p.eq("the overwritten name", p.locks_named("old").len(), 0);
+    p.eq("a name given before the init", p.locks_named("named-before-init").len(), 0);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), 10 + 5 + 3 + 4 + 6 + 2 + 1 + 6);
+}
+
+#[test]
+fn lock_names_survive_the_destroy_of_their_lock() {
+    // "A name belongs to the lock identity it was given to" (include/lockmeter.h, names.rs):
+    // identities destroyed before the end (short-lived heap locks) keep theirs.
+    let (_s, p) = run_named("named-destroyed");
+    let first = p.expect_lock("first", "mutex", 4);
+    p.eq("first: generation", u(first, "generation"), 1);
+    let conns = p.locks_named("conn.lock");
+    p.eq("conn.lock identities", conns.len(), 3);
+    for c in conns {
+        p.eq("conn.lock acquisitions", u(c, "acquisitions"), 2);
+    }
+}
+
+#[test]
+fn report_after_the_program_was_deleted_or_replaced() {
+    let s = Scratch::new("replaced");
+    let striped = s.compile("striped");
+    let hammer = s.compile("hammer");
+    let prog = s.path("prog");
+    std::fs::copy(&striped, &prog).unwrap();
+    let (t, m) = (4u64, 800u64);
+    let ran = run_metered(&s, "p.lmp", &[], &prog, &[&t.to_string(), &m.to_string()]);
+    ran.expect_code(0);
+    let before = Profile::load(&s.path("p.lmp"), &ran);
+    before.expect_lock("stripes", "mutex", t * m / 8);
+
+    // Replaced by another program at the same path: its symbols must not name this profile's
+    // locks and sites (wrong names are worse than none).
+    std::fs::remove_file(&prog).unwrap();
+    std::fs::copy(&hammer, &prog).unwrap();
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), before.totals("acquisitions"));
+    for l in p.locks() {
+        let name = sf(l, "name").unwrap_or("");
+        p.check(!name.contains("big_lock"), format!("lock named {name} from the replacing binary"));
+        for site in l["sites"].as_array().into_iter().flatten() {
+            let f = sf(site, "function").unwrap_or("");
+            p.check(
+                !f.starts_with("_fini") && !f.starts_with("_start"),
+                format!("site {f} symbolized with the replacing binary"),
+            );
+        }
+    }
+
+    // Deleted: the report still works, with the same counts.
+    std::fs::remove_file(&prog).unwrap();
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.eq("totals.acquisitions", p.totals("acquisitions"), before.totals("acquisitions"));
+    p.eq("locks", p.locks().len(), before.locks().len());
+}
+
+/// A minimal RFC 4180 CSV parser (quoted fields with commas, quotes and newlines).
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+#[test]
+fn awkward_names_and_a_huge_command_line_survive_every_format() {
+    let s = Scratch::new("weird");
+    let include = workspace().join("include");
+    let exe = s.compile_with("weird", "weird", &["-I", include.to_str().unwrap()]);
+    let big: Vec<String> = (0..2000).map(|i| format!("{i:04}{}", "x".repeat(46))).collect();
+    let mut args: Vec<&str> = vec!["run", "-q", "-o", "p.lmp", "--", exe.to_str().unwrap()];
+    args.extend(big.iter().map(String::as_str));
+    let ran = lockmeter(&s.dir, &args);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    let odd_name = "a,b\"c\nd;<x>&";
+    p.expect_lock(odd_name, "mutex", 8);
+    let long: Vec<&serde_json::Value> =
+        p.locks().iter().filter(|l| sf(l, "name").is_some_and(|n| n.starts_with("ééé"))).collect();
+    p.eq("locks named é...", long.len(), 1);
+    p.eq("long_lock acquisitions", u(long[0], "acquisitions"), 4);
+    let long_name = sf(long[0], "name").unwrap_or("");
+    p.check(long_name.len() <= 130, format!("long name kept short: {} bytes", long_name.len()));
+    p.check(
+        p.threads().iter().any(|t| sf(t, "name").is_some_and(|n| n.ends_with("-bad"))),
+        "the non-UTF-8 thread name is reported (lossily)",
+    );
+    let cmdline = p.header()["cmdline"].as_array().cloned().unwrap_or_default();
+    p.check(cmdline.len() > 1, "header.cmdline kept");
+    for (i, a) in cmdline.iter().skip(1).enumerate() {
+        // Possibly cut short, never wrong.
+        let a = a.as_str().unwrap_or("");
+        p.check(big[i].starts_with(a), format!("cmdline[{}] = {a}", i + 1));
+    }
+
+    let csv = lockmeter(&s.dir, &["report", "p.lmp", "--format", "csv"]);
+    csv.expect_code(0);
+    let rows = parse_csv(&csv.stdout);
+    assert_eq!(rows.len(), 3, "header + 2 locks\n{csv}");
+    let name_col = rows[0].iter().position(|c| c == "name").expect("name column");
+    assert!(rows.iter().any(|r| r[name_col] == odd_name), "{csv}");
+    assert!(rows.iter().all(|r| r.len() == rows[0].len()), "ragged CSV\n{csv}");
+
+    // Text: a lock name must not break the table (no raw newline from a name), and the
+    // header line does not carry a 100 KB command line.
+    let text = lockmeter(&s.dir, &["report", "p.lmp"]);
+    text.expect_code(0);
+    assert!(!text.stdout.contains(odd_name), "raw control characters in the text report\n{text}");
+    let longest = text.stdout.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 2000, "a {longest}-byte line in the text report");
+}
+
+#[test]
+fn demo_runs_and_names_its_locks() {
+    let s = Scratch::new("demo");
+    let out = s.path("demo.lmp");
+    let ran = lockmeter(
+        &s.dir,
+        &["demo", "--threads", "4", "--iterations", "2000", "-q", "-o", out.to_str().unwrap()],
+    );
+    ran.expect_code(0);
+    let p = Profile::load(&out, &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let named = |needle: &str| -> &serde_json::Value {
+        let v: Vec<_> = p
+            .locks()
+            .iter()
+            .filter(|l| sf(l, "name").is_some_and(|n| n.contains(needle)))
+            .collect();
+        match v.as_slice() {
+            [one] => one,
+            _ => p.fail(format!("{} locks named like {needle}", v.len())),
+        }
+    };
+    let wq = named("WORK_QUEUE_LOCK");
+    p.eq("WORK_QUEUE_LOCK acquisitions (4 x 2000)", u(wq, "acquisitions"), 8000);
+    p.eq("WORK_QUEUE_LOCK kind", sf(wq, "kind"), Some("mutex"));
+    let st = named("STATS_LOCK");
+    p.eq("STATS_LOCK acquisitions (4 x ceil(2000/64))", u(st, "acquisitions"), 4 * 32);
+    let cfg = named("CONFIG_LOCK");
+    p.eq("CONFIG_LOCK kind", sf(cfg, "kind"), Some("rwlock"));
+    p.eq("CONFIG_LOCK reads (4 x 2000/16)", u(cfg, "read_acquisitions"), 4 * 125);
+    p.eq("CONFIG_LOCK writes", u(cfg, "write_acquisitions"), 1);
+}
