@@ -87,8 +87,13 @@ pub(crate) fn record(a: RecordArgs) -> Result<ExitCode> {
     }
     let output = a.output.clone().unwrap_or_else(|| crate::run::default_output("lockmeter"));
     lockmeter_format::files::check_new(&output)?;
-    let opts =
-        Options { target, duration: a.duration, frames: a.frames as usize, envs: Vec::new() };
+    let opts = Options {
+        target,
+        duration: a.duration,
+        frames: a.frames as usize,
+        envs: Vec::new(),
+        preload: None,
+    };
     let rec = lockmeter_kernel::record(&opts, &mut |m| eprintln!("lockmeter: {m}"))?;
     let mut main = None;
     let mut others = Vec::new();

@@ -236,7 +236,7 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     check_writable(&output)?;
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
     if args.kernel {
-        return run_with_kernel(command, &cmd, &output, blind_spot, args);
+        return run_with_kernel(command, &cmd, &lib, &output, blind_spot, args);
     }
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
@@ -299,6 +299,7 @@ fn written_profiles(output: &Path, start: SystemTime) -> (Option<PathBuf>, Vec<P
 fn run_with_kernel(
     command: &[OsString],
     cmd: &Command,
+    lib: &Path,
     output: &Path,
     blind_spot: Option<String>,
     args: &RunArgs,
@@ -312,6 +313,7 @@ fn run_with_kernel(
         duration: None,
         frames: (frames as usize).clamp(1, 127),
         envs,
+        preload: Some(lib.to_path_buf()),
     };
     let rec = lockmeter_kernel::record(&opts, &mut |m| {
         if !m.starts_with("recording ") {

@@ -270,3 +270,45 @@ fn run_kernel_gives_one_profile_with_user_and_kernel_locks() {
         "no kernel lock in the profile",
     );
 }
+
+#[test]
+fn lock_holder_preemption_matches_the_programs_own_count() {
+    let s = Scratch::new("rec-preempt");
+    need_ebpf!(s, "lock_holder_preemption_matches_the_programs_own_count");
+    let exe = s.compile("preempt");
+    // Twice as many threads as CPUs, each holding the lock for a while: holders get preempted.
+    let threads = 2 * std::thread::available_parallelism().map_or(2, |n| n.get()).min(16);
+    let ran =
+        run_metered(&s, "p.lmp", &["--kernel"], &exe, &[&threads.to_string(), "500", "200000"]);
+    ran.expect_code(0);
+    let w: Vec<&str> = ran.stdout.split_whitespace().collect();
+    let truth: u64 = w
+        .iter()
+        .position(|x| *x == "preempted_holds")
+        .and_then(|i| w.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no preempted_holds in the output\n{ran}"));
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    let hot = p.expect_lock("hot_mutex", "mutex", threads as u64 * 500);
+    let ours = u(hot, "preempted_holds");
+    if truth >= 20 {
+        let diff = (ours as f64 - truth as f64).abs() / truth as f64;
+        p.check(
+            diff <= 0.2,
+            format!(
+                "preempted holds: lockmeter {ours}, the program {truth} ({:.0}%)",
+                diff * 100.0
+            ),
+        );
+    } else {
+        eprintln!(
+            "lock_holder_preemption: only {truth} preemptions on this machine; checking ours <= {}",
+            truth + 10
+        );
+        p.check(
+            ours <= truth + 10,
+            format!("preempted holds: lockmeter {ours}, the program {truth}"),
+        );
+    }
+    p.check(u(hot, "preempted_ns") > 0 || ours == 0, "preempted holds without preempted time");
+}

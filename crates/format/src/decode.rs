@@ -484,6 +484,9 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                 sleeps: c.u64().map_err(at)?,
                 sleep_ns: c.u64().map_err(at)?,
                 sleep_ns_max: c.u64().map_err(at)?,
+                preempted_holds: c.opt_u64().map_err(at)?.unwrap_or(0),
+                preempted_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                preempted_wait_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
             }),
             tag::CPU => p.cpus.push(CpuStats {
                 cpu: c.u32().map_err(at)?,

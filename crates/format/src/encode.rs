@@ -690,6 +690,9 @@ impl<S: Sink> Encoder<S> {
         r.u64(l.sleeps);
         r.u64(l.sleep_ns);
         r.u64(l.sleep_ns_max);
+        r.u64(l.preempted_holds);
+        r.u64(l.preempted_ns);
+        r.u64(l.preempted_wait_ns);
         self.emit(tag::LOCK_SLEEP, 0, &mut r, &[], false)
     }
 

@@ -55,6 +55,24 @@ pub fn merge_kernel(user: &mut Profile, kernel: &Profile) {
             s.sleep_ns_max = s.sleep_ns_max.max(r.stats.wait_ns_max);
         }
     }
+    // Lock-holder preemption comes as the kernel profile's LockSleep of a lock at the user lock's
+    // own address (the lock on top of the preempted thread's held stack).
+    let mut preempt_only: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    for ks in &kernel.lock_sleeps {
+        let Some(kl) = kernel.locks.iter().find(|l| l.id == ks.lock) else { continue };
+        let Some(owner) =
+            user.locks.iter().filter(|l| l.address == kl.address).max_by_key(|l| l.generation)
+        else {
+            continue;
+        };
+        preempt_only.insert(kl.id);
+        let s = sleeps
+            .entry(owner.id)
+            .or_insert_with(|| LockSleep { lock: owner.id, ..LockSleep::default() });
+        s.preempted_holds += ks.preempted_holds;
+        s.preempted_ns += ks.preempted_ns;
+        s.preempted_wait_ns += ks.preempted_wait_ns;
+    }
     let mut sleeps: Vec<LockSleep> = sleeps.into_values().collect();
     sleeps.sort_by_key(|s| s.lock);
     user.lock_sleeps = sleeps;
@@ -62,7 +80,9 @@ pub fn merge_kernel(user: &mut Profile, kernel: &Profile) {
     // The rest joins the user's profile with new ids.
     let mut lock_ids: HashMap<u32, u32> = HashMap::new();
     let mut next_lock = user.locks.iter().map(|l| l.id).max().unwrap_or(0);
-    for l in kernel.locks.iter().filter(|l| !folded.contains_key(&l.id)) {
+    for l in
+        kernel.locks.iter().filter(|l| !folded.contains_key(&l.id) && !preempt_only.contains(&l.id))
+    {
         next_lock += 1;
         lock_ids.insert(l.id, next_lock);
         user.locks.push(LockInfo { id: next_lock, ..l.clone() });
@@ -185,6 +205,14 @@ mod tests {
             wait_ns: 70,
             wait_ns_max: 10,
         });
+        // Lock-holder preemption of the mutex, carried by the kernel's lock at its address.
+        k.lock_sleeps.push(LockSleep {
+            lock: 1,
+            preempted_holds: 2,
+            preempted_ns: 20,
+            preempted_wait_ns: 5,
+            ..LockSleep::default()
+        });
         k.maps.push(MapEntry {
             start: 0xffff_8000_0000_0f00,
             end: 0xffff_8000_0000_2000,
@@ -198,8 +226,22 @@ mod tests {
         assert_eq!(
             user.lock_sleeps,
             vec![
-                LockSleep { lock: 1, sleeps: 6, sleep_ns: 1000, sleep_ns_max: 300 },
-                LockSleep { lock: 2, sleeps: 1, sleep_ns: 50, sleep_ns_max: 50 },
+                LockSleep {
+                    lock: 1,
+                    sleeps: 6,
+                    sleep_ns: 1000,
+                    sleep_ns_max: 300,
+                    preempted_holds: 2,
+                    preempted_ns: 20,
+                    preempted_wait_ns: 5,
+                },
+                LockSleep {
+                    lock: 2,
+                    sleeps: 1,
+                    sleep_ns: 50,
+                    sleep_ns_max: 50,
+                    ..LockSleep::default()
+                },
             ]
         );
         // The kernel rwsem and the unmetered futex word join as locks 3 and 4.

@@ -176,6 +176,13 @@ pub struct LockSleep {
     pub sleep_ns: u64,
     /// The longest (ns).
     pub sleep_ns_max: u64,
+    /// Lock-holder preemption: times a thread holding the lock was switched out while runnable
+    /// (preempted, or it yielded the CPU), as the kernel counts involuntary context switches.
+    pub preempted_holds: u64,
+    /// The time those holders spent switched out (ns).
+    pub preempted_ns: u64,
+    /// Waiters' time asleep on the lock's futex word while its holder was switched out (ns).
+    pub preempted_wait_ns: u64,
 }
 
 /// Per-CPU totals.

@@ -69,6 +69,18 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let mut skel = open.load().context("the kernel refused the BPF programs")?;
 
     skel.attach().context("cannot attach the BPF programs")?;
+    if let Some(lib) = &opts.preload {
+        let uo = libbpf_rs::UprobeOpts {
+            func_name: Some("lockmeter_thread_held".into()),
+            ..Default::default()
+        };
+        let link = skel
+            .progs
+            .on_thread_held
+            .attach_uprobe_with_opts(-1, lib, 0, uo)
+            .with_context(|| format!("cannot attach a uprobe to {}", lib.display()))?;
+        skel.links.on_thread_held = Some(link);
+    }
     let me = std::process::id();
     let child = match &opts.target {
         Target::Command(cmd) => {
@@ -164,8 +176,16 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let duration_ns = start.elapsed().as_nanos() as u64;
     // Detach, then read (in parallel: a detach may wait for an RCU grace period).
     let l = std::mem::take(&mut skel.links);
-    let links =
-        [l.on_fork, l.on_contention_begin, l.on_contention_end, l.on_sys_enter, l.on_sys_exit];
+    let links = [
+        l.on_fork,
+        l.on_exit,
+        l.on_contention_begin,
+        l.on_contention_end,
+        l.on_sys_enter,
+        l.on_sys_exit,
+        l.on_switch,
+        l.on_thread_held,
+    ];
     std::thread::scope(|s| {
         for link in links.into_iter().flatten() {
             s.spawn(move || drop(link));
@@ -298,6 +318,17 @@ fn read_maps(skel: &skel::LockmeterSkel<'_>) -> Result<Raw> {
     }
     // Aggregates in a stable order: by process, thread, lock.
     raw.aggs.sort_by_key(|a| (a.tgid, a.tid, a.addr, a.kind as u8, a.mode as u8));
+    for k in skel.maps.preempt.keys() {
+        if let Some(v) = skel.maps.preempt.lookup(&k, MapFlags::ANY).ok().flatten() {
+            raw.preempts.push(crate::RawPreempt {
+                addr: u64_at(&k, 0),
+                tgid: u32_at(&k, 8),
+                holds: u64_at(&v, 0),
+                ns: u64_at(&v, 8),
+                wait_ns: u64_at(&v, 16),
+            });
+        }
+    }
     for k in skel.maps.joinwords.keys() {
         if let Some(v) = skel.maps.joinwords.lookup(&k, MapFlags::ANY).ok().flatten() {
             raw.join_words.insert((u32_at(&k, 8), u64_at(&k, 0)), u32_at(&v, 0));

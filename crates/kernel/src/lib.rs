@@ -23,7 +23,7 @@ mod profile;
 #[cfg(lockmeter_bpf)]
 mod bpf;
 
-pub use profile::{Raw, RawAgg, RawProc, build_profiles};
+pub use profile::{Raw, RawAgg, RawPreempt, RawProc, build_profiles};
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -50,6 +50,9 @@ pub struct Options {
     pub frames: usize,
     /// Environment changes for a `Target::Command` (set, or removed when `None`).
     pub envs: Vec<(OsString, Option<OsString>)>,
+    /// The preload library the command runs with (`run --kernel`): a uprobe on it tells where
+    /// each thread keeps its held locks, for lock-holder preemption.
+    pub preload: Option<std::path::PathBuf>,
 }
 
 /// What a recording produced.

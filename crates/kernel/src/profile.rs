@@ -36,7 +36,7 @@ pub struct RawAgg {
     /// thread that woke the word before the wait ended.
     pub other: Vec<u64>,
     /// The return address a leaf function left for `stack`'s user part (0: none); kept only
-    /// when [`is_return_address`] confirms it.
+    /// when the instruction before it is a call.
     pub leaf: u64,
     /// The same for `other`.
     pub oleaf: u64,
@@ -53,6 +53,22 @@ pub struct RawAgg {
 /// A traced process as it was last seen alive.
 pub type RawProc = Snapshot;
 
+/// Lock-holder preemption of one user lock: how often and how long its holders were switched
+/// out while runnable, and the waiters' futex sleep meanwhile.
+#[derive(Debug, Clone, Default)]
+pub struct RawPreempt {
+    /// Process.
+    pub tgid: u32,
+    /// The lock (the address on the preload's held stack).
+    pub addr: u64,
+    /// Switch-outs of a holder.
+    pub holds: u64,
+    /// Their time (ns).
+    pub ns: u64,
+    /// Waiters' futex sleep on the lock's word during them (ns).
+    pub wait_ns: u64,
+}
+
 /// Everything a recording gathered.
 #[derive(Debug, Default)]
 pub struct Raw {
@@ -65,6 +81,8 @@ pub struct Raw {
     /// Words cleared and woken when a thread exits (pthread_join waits on them): (tgid,
     /// address) -> the thread's tid.
     pub join_words: HashMap<(u32, u64), u32>,
+    /// Lock-holder preemption per (process, lock address) (`run --kernel`).
+    pub preempts: Vec<RawPreempt>,
     /// The address of each CPU's run-queue lock (index: CPU; 0: not seen).
     pub rq_locks: Vec<u64>,
     /// Aggregates that did not fit, per-task starts that did not fit, stacks not taken, kernel
@@ -406,6 +424,28 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
             count: a.count,
             wait_ns: a.total_ns,
             wait_ns_max: a.max_ns,
+        });
+    }
+    // Lock-holder preemption: carried by a lock entry at the user lock's address, for the merge
+    // with the preload's profile to attach to that lock.
+    for pr in raw.preempts.iter().filter(|pr| pr.tgid == pid) {
+        let id = *locks.entry((pr.addr, LockKind::Futex)).or_insert_with(|| {
+            let id = p.locks.len() as u32 + 1;
+            p.locks.push(LockInfo {
+                id,
+                address: pr.addr,
+                generation: 0,
+                kind: LockKind::Futex,
+                name: None,
+            });
+            id
+        });
+        p.lock_sleeps.push(lockmeter_format::LockSleep {
+            lock: id,
+            preempted_holds: pr.holds,
+            preempted_ns: pr.ns,
+            preempted_wait_ns: pr.wait_ns,
+            ..Default::default()
         });
     }
     let mut recs: Vec<Record> = records

@@ -644,7 +644,18 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
     };
     let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
     let wanted = releasing(&cx, i);
+    // For lock-holder preemption (`run --kernel` reads the held stack of a switched-out
+    // thread), the hold ends here: a waker preempted inside the real unlock by the thread it
+    // woke is not a preempted holder. Put back if the unlock fails.
+    // SAFETY: busy flag held.
+    let held_addr = unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
     let r = unlock();
+    if r != 0 {
+        // SAFETY: busy flag held.
+        if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
+            h.addr = a;
+        }
+    }
     if r == 0 {
         if wanted && CFG.frames.load(Relaxed) > 1 {
             holding(&cx, i, t_rel);

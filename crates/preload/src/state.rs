@@ -129,8 +129,10 @@ pub(crate) fn init_registry(capacity: usize) -> bool {
     true
 }
 
-/// One held lock, on the holder's stack.
+/// One held lock, on the holder's stack. `repr(C)`: the eBPF collector reads `addr` of the top
+/// entry of a preempted thread (see [`lockmeter_thread_held`]).
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Held {
     pub(crate) addr: usize,
     pub(crate) entry: *const lockmeter_core::LiveStats,
@@ -152,7 +154,9 @@ pub(crate) struct Cached {
     pub(crate) entry: *const Entry,
 }
 
-/// The part of a shard only its thread touches.
+/// The part of a shard only its thread touches. `repr(C)` with `held` and `held_len` first: the
+/// eBPF collector reads them (see [`lockmeter_thread_held`]).
+#[repr(C)]
 pub(crate) struct Private {
     pub(crate) held: [Held; HELD_MAX],
     pub(crate) held_len: usize,
@@ -276,6 +280,19 @@ pub(crate) fn tls() -> Option<&'static Tls> {
     TLS.try_with(|t| unsafe { &*(t as *const Tls) }).ok()
 }
 
+const _: () = assert!(core::mem::offset_of!(Private, held) == 0);
+const _: () = assert!(core::mem::offset_of!(Held, addr) == 0);
+
+/// Called once for each thread that gets a shard, with where its stack of held locks lives: the
+/// array of [`Held`] at `held`, its length (a `usize`) at `held + len_offset`, `entry_size` bytes
+/// per entry. It does nothing: `lockmeter run --kernel` puts a uprobe here, and when a thread is
+/// preempted, reads which lock it held (lock-holder preemption), without any cost to the hooks.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn lockmeter_thread_held(held: *const u8, len_offset: usize, entry_size: usize) {
+    core::hint::black_box((held, len_offset, entry_size));
+}
+
 /// Creates the calling thread's shard.
 fn new_shard() -> *const Shard {
     let max = (CFG.max_threads.load(Relaxed) as usize).min(MAX_THREADS);
@@ -325,6 +342,13 @@ fn new_shard() -> *const Shard {
     if let Some(s) = SHARDS.get(idx) {
         s.store(sp, Release);
     }
+    // SAFETY: `sp` was initialised above; only the address of its private part is taken.
+    let private = unsafe { (*sp).private.get() } as *const u8;
+    lockmeter_thread_held(
+        private,
+        core::mem::offset_of!(Private, held_len),
+        core::mem::size_of::<Held>(),
+    );
     sys::set_errno(saved);
     sp
 }

@@ -216,6 +216,13 @@ struct LockOut<'a> {
     kernel_sleep_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_sleep_ns_max: Option<u64>,
+    /// `run --kernel`: lock-holder preemption (holders switched out while runnable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preempted_holds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preempted_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preempted_wait_ns: Option<u64>,
     waiters: Vec<WaiterOut<'a>>,
     holders: Vec<HolderOut<'a>>,
     pairs: Vec<PairOut<'a>>,
@@ -393,6 +400,9 @@ fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
         kernel_sleeps: l.sleep.as_ref().map(|s| s.sleeps),
         kernel_sleep_ns: l.sleep.as_ref().map(|s| s.sleep_ns),
         kernel_sleep_ns_max: l.sleep.as_ref().map(|s| s.sleep_ns_max),
+        preempted_holds: l.sleep.as_ref().map(|s| s.preempted_holds),
+        preempted_ns: l.sleep.as_ref().map(|s| s.preempted_ns),
+        preempted_wait_ns: l.sleep.as_ref().map(|s| s.preempted_wait_ns),
         waiters: l.waiters.iter().map(waiter_out).collect(),
         holders: l.holders.iter().map(holder_out).collect(),
         pairs: pairs.into_iter().map(pair_out).collect(),

@@ -376,7 +376,7 @@ fn kernel_sleeps_table(
     writeln!(w)?;
     writeln!(
         w,
-        "slept in the kernel (futex waits on these locks' words, seen by eBPF; a contended acquisition may wait more than once):"
+        "the kernel's view (run --kernel): waits that slept in the kernel (futex waits on the lock's words; an acquisition may wait more than once), and holders switched out while holding it (lock-holder preemption) with the waiters' sleep meanwhile:"
     )?;
     let mut t = Table::new(&[
         ("CONTENDED", Align::Right),
@@ -384,6 +384,9 @@ fn kernel_sleeps_table(
         ("SLEEP-TOTAL", Align::Right),
         ("SLEEP-MAX", Align::Right),
         ("WAIT-TOTAL", Align::Right),
+        ("PREEMPTED", Align::Right),
+        ("PREEMPTED-TIME", Align::Right),
+        ("WAIT-IN-THEM", Align::Right),
         ("NAME", Align::Left),
     ]);
     for l in locks {
@@ -394,6 +397,9 @@ fn kernel_sleeps_table(
             fmt_ns(s.sleep_ns),
             fmt_ns(s.sleep_ns_max),
             fmt_ns(l.agg.stats.wait_ns_total),
+            s.preempted_holds.to_string(),
+            fmt_ns(s.preempted_ns),
+            fmt_ns(s.preempted_wait_ns),
             printable(&l.display_name(), usize::MAX),
         ]);
     }

@@ -142,7 +142,15 @@ pub fn rich_profile() -> Profile {
                 wait_ns_max: i * 500,
             })
             .collect(),
-        lock_sleeps: vec![LockSleep { lock: 1, sleeps: 7, sleep_ns: 7_000, sleep_ns_max: 2_000 }],
+        lock_sleeps: vec![LockSleep {
+            lock: 1,
+            sleeps: 7,
+            sleep_ns: 7_000,
+            sleep_ns_max: 2_000,
+            preempted_holds: 3,
+            preempted_ns: 9_000,
+            preempted_wait_ns: 4_000,
+        }],
         dropped: Dropped { acquisitions: 5, locks: 1, threads: 2, holds: 3, stacks: 4 },
         overhead: Overhead {
             ns_per_pair: 14,

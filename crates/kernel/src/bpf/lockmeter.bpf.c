@@ -144,6 +144,7 @@ struct fwait {
 	__s32 stack;
 	__u32 pad;
 	__u64 leaf;
+	__u64 c0; /* the word's lock: holder-preempted time so far (see lstate) */
 };
 
 struct waker {
@@ -320,6 +321,171 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	return 0;
 }
 
+/* ---- lock-holder preemption (run --kernel) ---- */
+
+/* Where each thread's stack of held locks lives in the preload (told by a uprobe on
+ * lockmeter_thread_held): the array of entries (the lock address first in each), its length. */
+struct heldinfo {
+	__u64 base;
+	__u32 len_off;
+	__u32 esize;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TASKS);
+	__type(key, __u32);
+	__type(value, struct heldinfo);
+} held SEC(".maps");
+
+struct lock_key {
+	__u64 addr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* Per lock: since when its holder is switched out (0: it is not), and the total of such time. */
+struct lstate_val {
+	__u64 since;
+	__u64 total;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_AGG);
+	__type(key, struct lock_key);
+	__type(value, struct lstate_val);
+} lstate SEC(".maps");
+
+/* A switched-out holder: the lock on top of its held stack. */
+struct preempted_hold {
+	__u64 ts;
+	__u64 addr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TASKS);
+	__type(key, __u32);
+	__type(value, struct preempted_hold);
+} pstart SEC(".maps");
+
+/* Per lock: holds preempted (switch-outs), their time, and the waiters' sleep inside them. */
+struct preempt_val {
+	__u64 holds;
+	__u64 ns;
+	__u64 wait_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_AGG);
+	__type(key, struct lock_key);
+	__type(value, struct preempt_val);
+} preempt SEC(".maps");
+
+SEC("uprobe")
+int BPF_UPROBE(on_thread_held, void *base, __u64 len_off, __u64 esize)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (!traced(tgid))
+		return 0;
+	struct heldinfo h = {};
+	h.base = (__u64)base;
+	h.len_off = len_off;
+	h.esize = esize;
+	if (bpf_map_update_elem(&held, &tid, &h, BPF_ANY))
+		drop(D_TASK);
+	return 0;
+}
+
+/* The lock's holder-preempted time up to now. */
+static __always_inline __u64 preempted_so_far(__u32 tgid, __u64 addr, __u64 now)
+{
+	struct lock_key k = {};
+	k.addr = addr;
+	k.tgid = tgid;
+	struct lstate_val *v = bpf_map_lookup_elem(&lstate, &k);
+	if (!v)
+		return 0;
+	return v->total + (v->since ? now - v->since : 0);
+}
+
+static __always_inline struct preempt_val *preempt_of(struct lock_key *k)
+{
+	struct preempt_val *v = bpf_map_lookup_elem(&preempt, k);
+	if (v)
+		return v;
+	struct preempt_val zero = {};
+	bpf_map_update_elem(&preempt, k, &zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(&preempt, k);
+	if (!v)
+		drop(D_AGG);
+	return v;
+}
+
+/* As nivcsw counts: switched out while runnable (preempted, or yielded the CPU). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt_flag, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 ntid = next->pid;
+	struct preempted_hold *ph = bpf_map_lookup_elem(&pstart, &ntid);
+	if (ph) {
+		struct lock_key k = {};
+		k.addr = ph->addr;
+		k.tgid = ph->tgid;
+		__u64 dur = now - ph->ts;
+		struct preempt_val *v = preempt_of(&k);
+		if (v) {
+			__sync_fetch_and_add(&v->holds, 1);
+			__sync_fetch_and_add(&v->ns, dur);
+		}
+		struct lstate_val *ls = bpf_map_lookup_elem(&lstate, &k);
+		if (ls && ls->since) {
+			ls->total += now - ls->since;
+			ls->since = 0;
+		}
+		bpf_map_delete_elem(&pstart, &ntid);
+	}
+	if (!(preempt_flag || prev_state == 0))
+		return 0;
+	__u32 ptid = prev->pid;
+	struct heldinfo *h = bpf_map_lookup_elem(&held, &ptid);
+	if (!h)
+		return 0;
+	/* prev is still the current task here: its memory is readable. */
+	__u64 len = 0, addr = 0;
+	if (bpf_probe_read_user(&len, sizeof(len), (void *)(h->base + h->len_off)) || len == 0 || len > 64)
+		return 0;
+	if (bpf_probe_read_user(&addr, sizeof(addr), (void *)(h->base + (len - 1) * h->esize)) || !addr)
+		return 0;
+	struct preempted_hold p = {};
+	p.ts = now;
+	p.addr = addr;
+	p.tgid = prev->tgid;
+	if (bpf_map_update_elem(&pstart, &ptid, &p, BPF_ANY)) {
+		drop(D_TASK);
+		return 0;
+	}
+	struct lock_key k = {};
+	k.addr = addr;
+	k.tgid = p.tgid;
+	struct lstate_val *ls = bpf_map_lookup_elem(&lstate, &k);
+	if (!ls) {
+		struct lstate_val zero = {};
+		bpf_map_update_elem(&lstate, &k, &zero, BPF_NOEXIST);
+		ls = bpf_map_lookup_elem(&lstate, &k);
+	}
+	if (ls && !ls->since)
+		ls->since = now;
+	return 0;
+}
+
 /* ---- kernel locks ---- */
 
 SEC("tp_btf/contention_begin")
@@ -468,6 +634,7 @@ static __always_inline void futex_wait_begin(void *ctx, __u64 uaddr)
 	w.uaddr = uaddr;
 	w.stack = stack_id(ctx, BPF_F_USER_STACK);
 	w.leaf = user_leaf();
+	w.c0 = preempted_so_far(tgid, uaddr, w.ts);
 	if (bpf_map_update_elem(&fstart, &tid, &w, BPF_ANY))
 		drop(D_TASK);
 }
@@ -509,6 +676,16 @@ static __always_inline void futex_wait_end(void)
 	k.oleaf = waker ? waker->leaf : 0;
 	k.leaf = w->leaf;
 	__u64 ns = now - w->ts;
+	/* The part of this wait during which the word's lock had a switched-out holder. */
+	__u64 c1 = preempted_so_far(tgid, w->uaddr, now);
+	if (c1 > w->c0) {
+		struct lock_key lk = {};
+		lk.addr = w->uaddr;
+		lk.tgid = tgid;
+		struct preempt_val *pv = preempt_of(&lk);
+		if (pv)
+			__sync_fetch_and_add(&pv->wait_ns, c1 - w->c0 < ns ? c1 - w->c0 : ns);
+	}
 	bpf_map_delete_elem(&fstart, &tid);
 	account(&k, ns);
 }
