@@ -15,6 +15,22 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -g -pthread -fno-omit-frame-pointer -o "$tmp/mmapper" crates/cli/tests/programs/mmapper.c
 gcc -O2 -g -pthread -fno-omit-frame-pointer -o "$tmp/futexlock" crates/cli/tests/programs/futexlock.c
+gcc -O2 -g -fno-omit-frame-pointer -o "$tmp/futexcalls" crates/cli/tests/programs/futexcalls.c
+cat >"$tmp/getppid.c" <<'C'
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(void) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < 500000; i++) syscall(SYS_getppid);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("getppid_ns %.0f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 500000.0);
+    return 0;
+}
+C
+gcc -O2 -o "$tmp/getppid" "$tmp/getppid.c"
 
 now() { date +%s%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -59,3 +75,23 @@ measure "futexlock 4 threads x 100000" "$tmp/futexlock" 4 100000
 awk -v f="$fixed" -v n="$rounds" -v c="$(nproc)" -v k="$(uname -r)" 'BEGIN {
     printf "(medians of %d interleaved rounds; %d CPUs; kernel %s. record'"'"'s fixed cost (load, attach, detach, write; measured on `true`): %.0f ms, subtracted in the cost per wait)\n", n, c, k, f/1e6 }'
 
+
+# Cost per traced call, as the programs time themselves (medians of the rounds).
+: >"$tmp/cb"; : >"$tmp/cr"
+for r in $(seq "$rounds"); do
+    { "$tmp/futexcalls" 200000; "$tmp/getppid"; } | tr '\n' ' ' >>"$tmp/cb"; echo >>"$tmp/cb"
+    { "$lm" record -q -o "$tmp/c.lmp" -- "$tmp/futexcalls" 200000 2>/dev/null; rm -f "$tmp/c.lmp"*
+      "$lm" record -q -o "$tmp/c.lmp" -- "$tmp/getppid" 2>/dev/null; rm -f "$tmp/c.lmp"*; } | tr '\n' ' ' >>"$tmp/cr"; echo >>"$tmp/cr"
+done
+col() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i+1) }' "$2" | median; }
+echo
+echo "| call (ns per call, the program's own clock) | no tracing | under lockmeter record |"
+echo "|---|---|---|"
+for k in wake_ns wait_ns getppid_ns; do
+    case $k in
+        wake_ns) what="futex FUTEX_WAKE that wakes nobody" ;;
+        wait_ns) what="futex FUTEX_WAIT that returns at once (traced: stack + aggregate)" ;;
+        getppid_ns) what="getppid (any other syscall)" ;;
+    esac
+    printf '| %s | %s | %s |\n' "$what" "$(col $k "$tmp/cb")" "$(col $k "$tmp/cr")"
+done

@@ -712,20 +712,13 @@ struct futex_waitv_user {
 
 /* Raw (BTF) syscall tracepoints: one cheap number check for every syscall, and, unlike the
  * per-syscall perf-event tracepoints, detached without waiting for an RCU grace period each. */
+/* Waits begin at syscall entry. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
-	if (id != NR_FUTEX && id != NR_FUTEX_WAIT && id != NR_FUTEX_WAKE && id != NR_FUTEX_WAITV)
+	if (id != NR_FUTEX && id != NR_FUTEX_WAIT && id != NR_FUTEX_WAITV)
 		return 0;
 	__u64 uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	if (id == NR_FUTEX_WAIT) {
-		futex_wait_begin(ctx, uaddr);
-		return 0;
-	}
-	if (id == NR_FUTEX_WAKE) {
-		futex_wake(ctx, uaddr);
-		return 0;
-	}
 	if (id == NR_FUTEX_WAITV) {
 		struct futex_waitv_user first = {};
 		if (bpf_probe_read_user(&first, sizeof(first), (void *)uaddr))
@@ -733,33 +726,51 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		futex_wait_begin(ctx, first.uaddr);
 		return 0;
 	}
-	int cmd = (int)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
-	switch (cmd) {
-	case FUTEX_WAIT:
-	case FUTEX_WAIT_BITSET:
-	case FUTEX_LOCK_PI:
-	case FUTEX_LOCK_PI2:
-	case FUTEX_WAIT_REQUEUE_PI:
-		futex_wait_begin(ctx, uaddr);
-		break;
-	case FUTEX_WAKE:
-	case FUTEX_WAKE_BITSET:
-	case FUTEX_UNLOCK_PI:
-	case FUTEX_WAKE_OP:
-	case FUTEX_REQUEUE:
-	case FUTEX_CMP_REQUEUE:
-		futex_wake(ctx, uaddr);
-		break;
+	if (id == NR_FUTEX) {
+		int cmd = (int)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
+		if (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET && cmd != FUTEX_LOCK_PI &&
+		    cmd != FUTEX_LOCK_PI2 && cmd != FUTEX_WAIT_REQUEUE_PI)
+			return 0;
 	}
+	futex_wait_begin(ctx, uaddr);
 	return 0;
 }
 
+/* Waits end at syscall exit; a wake is kept only when it woke someone (its return value), so
+ * the wakes of an uncontended program cost nothing but this check. The user registers still
+ * hold the call's arguments. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
 	long id = BPF_CORE_READ(regs, SYSCALL_NR_FIELD);
-	if (id == NR_FUTEX || id == NR_FUTEX_WAIT || id == NR_FUTEX_WAITV)
+	if (id == NR_FUTEX_WAIT || id == NR_FUTEX_WAITV) {
 		futex_wait_end();
+		return 0;
+	}
+	if (id == NR_FUTEX_WAKE) {
+		if (ret > 0)
+			futex_wake(ctx, PT_REGS_PARM1_CORE_SYSCALL(regs));
+		return 0;
+	}
+	if (id != NR_FUTEX)
+		return 0;
+	int cmd = (int)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
+	switch (cmd) {
+	case FUTEX_WAKE:
+	case FUTEX_WAKE_BITSET:
+	case FUTEX_WAKE_OP:
+	case FUTEX_REQUEUE:
+	case FUTEX_CMP_REQUEUE:
+		if (ret > 0)
+			futex_wake(ctx, PT_REGS_PARM1_CORE_SYSCALL(regs));
+		break;
+	case FUTEX_UNLOCK_PI:
+		if (ret == 0)
+			futex_wake(ctx, PT_REGS_PARM1_CORE_SYSCALL(regs));
+		break;
+	default:
+		futex_wait_end();
+	}
 	return 0;
 }
 
