@@ -66,6 +66,22 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let rodata = open.maps.rodata_data.as_deref_mut().context("the BPF object has no .rodata")?;
     rodata.trace_all = matches!(opts.target, Target::All);
     rodata.self_tgid = std::process::id();
+    // The futex2 and futex_waitv tracepoints are newer than the rest: without them those calls
+    // are not seen (said below), but the rest works.
+    let optional = |name: &str| {
+        std::path::Path::new(&format!("/sys/kernel/tracing/events/syscalls/{name}")).exists()
+    };
+    let has_futex2 = optional("sys_enter_futex_wait") && optional("sys_exit_futex_wake");
+    let has_waitv = optional("sys_enter_futex_waitv");
+    if !has_futex2 {
+        open.progs.on_futex2_wait_enter.set_autoload(false);
+        open.progs.on_futex2_wait_exit.set_autoload(false);
+        open.progs.on_futex2_wake_exit.set_autoload(false);
+    }
+    if !has_waitv {
+        open.progs.on_futex_waitv_enter.set_autoload(false);
+        open.progs.on_futex_waitv_exit.set_autoload(false);
+    }
     let mut skel = open.load().context("the kernel refused the BPF programs")?;
 
     skel.attach().context("cannot attach the BPF programs")?;
@@ -174,23 +190,10 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         std::thread::sleep(Duration::from_millis(10));
     }
     let duration_ns = start.elapsed().as_nanos() as u64;
-    // Detach, then read (in parallel: a detach may wait for an RCU grace period).
-    let l = std::mem::take(&mut skel.links);
-    let links = [
-        l.on_fork,
-        l.on_exit,
-        l.on_contention_begin,
-        l.on_contention_end,
-        l.on_sys_enter,
-        l.on_sys_exit,
-        l.on_switch,
-        l.on_thread_held,
-    ];
-    std::thread::scope(|s| {
-        for link in links.into_iter().flatten() {
-            s.spawn(move || drop(link));
-        }
-    });
+    // Stop: the maps stop changing (the programs stay attached until the end, see below).
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        bss.stopped = 1;
+    }
     // SAFETY: restoring the dispositions saved above.
     unsafe {
         libc::signal(libc::SIGINT, old_int);
@@ -228,7 +231,47 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         }
         profiles.insert(0, p);
     }
+    detach_in_background(skel);
+    if !has_futex2 || !has_waitv {
+        progress("this kernel lacks the futex_wait/futex_wake or futex_waitv tracepoints: those calls were not seen");
+    }
     Ok(Recorded { profiles, status })
+}
+
+/// Detaches the BPF programs without waiting: closing a perf-event tracepoint waits for an RCU
+/// grace period each (tens of ms on a small VM). A child process takes over our references to
+/// every descriptor; ours are closed at once, and the child, when released, exits and pays the
+/// waits where nobody waits for it.
+fn detach_in_background(skel: skel::LockmeterSkel<'_>) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        drop(skel);
+        return;
+    }
+    // SAFETY: the child only calls async-signal-safe functions (close, read, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: async-signal-safe calls on descriptors this process owns.
+        unsafe {
+            libc::close(fds[1]);
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            let mut b = 0u8;
+            libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(skel);
+    // SAFETY: closing our pipe ends releases the child (EOF); it is reaped by init or by us.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+        if pid > 0 {
+            libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+        }
+    }
 }
 
 /// Possible CPUs (the rq-lock map's useful length).

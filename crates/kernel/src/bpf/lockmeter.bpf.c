@@ -197,8 +197,14 @@ static __always_inline void drop(__u32 what)
 		__sync_fetch_and_add(d, 1);
 }
 
+/* Set by user space when the recording ends: the maps stop changing before they are read, and
+ * the programs may stay attached a little longer (detaching is done in the background). */
+__u32 stopped = 0;
+
 static __always_inline bool traced(__u32 tgid)
 {
+	if (stopped)
+		return false;
 	if (tgid == self_tgid)
 		return false;
 	if (trace_all)
@@ -432,6 +438,8 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt_flag, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
+	if (stopped)
+		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 ntid = next->pid;
 	struct preempted_hold *ph = bpf_map_lookup_elem(&pstart, &ntid);
@@ -574,7 +582,7 @@ static __always_inline void kind_mode(__u32 f, __u32 *kind, __u32 *mode)
 SEC("tp_btf/contention_end")
 int BPF_PROG(on_contention_end, void *lock_addr, int ret)
 {
-	if (!want_kernel)
+	if (!want_kernel || stopped)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
@@ -657,6 +665,8 @@ static __always_inline void futex_wait_end(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (stopped)
+		return;
 	struct fwait *w = bpf_map_lookup_elem(&fstart, &tid);
 	if (!w)
 		return;
@@ -690,70 +700,41 @@ static __always_inline void futex_wait_end(void)
 	account(&k, ns);
 }
 
-/* Syscall numbers (x86_64; arm64 uses the generic table). */
-#if defined(__TARGET_ARCH_arm64)
-#define NR_FUTEX 98
-#define SYSCALL_NR_FIELD syscallno
-#else
-#define NR_FUTEX 202
-#define SYSCALL_NR_FIELD orig_ax
-#endif
-#define NR_FUTEX_WAITV 449
-#define NR_FUTEX_WAKE 454
-#define NR_FUTEX_WAIT 455
-
-/* futex_waitv(waiters, nr, flags, timeout, clockid): the first word names the wait. */
-struct futex_waitv_user {
-	__u64 val;
-	__u64 uaddr;
-	__u32 flags;
-	__u32 reserved;
-};
 
 /* Raw (BTF) syscall tracepoints: one cheap number check for every syscall, and, unlike the
  * per-syscall perf-event tracepoints, detached without waiting for an RCU grace period each. */
-/* Waits begin at syscall entry. */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+/* The per-syscall perf tracepoints cost other syscalls far less than the raw sys_enter/sys_exit
+ * tracepoints would (the raw ones run a BPF program for every syscall of every process). A
+ * tracepoint program returns KEEP so that perf's own users of these tracepoints still see them. */
+#define KEEP 1
+
+/* The call's arguments, from the user registers (unchanged by the syscall). */
+static __always_inline struct pt_regs *user_regs(void)
 {
-	if (id != NR_FUTEX && id != NR_FUTEX_WAIT && id != NR_FUTEX_WAITV)
-		return 0;
-	__u64 uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	if (id == NR_FUTEX_WAITV) {
-		struct futex_waitv_user first = {};
-		if (bpf_probe_read_user(&first, sizeof(first), (void *)uaddr))
-			return 0;
-		futex_wait_begin(ctx, first.uaddr);
-		return 0;
-	}
-	if (id == NR_FUTEX) {
-		int cmd = (int)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
-		if (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET && cmd != FUTEX_LOCK_PI &&
-		    cmd != FUTEX_LOCK_PI2 && cmd != FUTEX_WAIT_REQUEUE_PI)
-			return 0;
-	}
-	futex_wait_begin(ctx, uaddr);
-	return 0;
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
+static __always_inline bool is_wait_cmd(int cmd)
+{
+	return cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET || cmd == FUTEX_LOCK_PI ||
+	       cmd == FUTEX_LOCK_PI2 || cmd == FUTEX_WAIT_REQUEUE_PI;
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex")
+int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	if (is_wait_cmd((int)ctx->args[1] & FUTEX_CMD_MASK))
+		futex_wait_begin(ctx, ctx->args[0]);
+	return KEEP;
 }
 
 /* Waits end at syscall exit; a wake is kept only when it woke someone (its return value), so
- * the wakes of an uncontended program cost nothing but this check. The user registers still
- * hold the call's arguments. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+ * the wakes of an uncontended program cost nothing but this check. */
+SEC("tracepoint/syscalls/sys_exit_futex")
+int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 {
-	long id = BPF_CORE_READ(regs, SYSCALL_NR_FIELD);
-	if (id == NR_FUTEX_WAIT || id == NR_FUTEX_WAITV) {
-		futex_wait_end();
-		return 0;
-	}
-	if (id == NR_FUTEX_WAKE) {
-		if (ret > 0)
-			futex_wake(ctx, PT_REGS_PARM1_CORE_SYSCALL(regs));
-		return 0;
-	}
-	if (id != NR_FUTEX)
-		return 0;
+	struct pt_regs *regs = user_regs();
+	long ret = ctx->ret;
 	int cmd = (int)PT_REGS_PARM2_CORE_SYSCALL(regs) & FUTEX_CMD_MASK;
 	switch (cmd) {
 	case FUTEX_WAKE:
@@ -771,7 +752,55 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	default:
 		futex_wait_end();
 	}
-	return 0;
+	return KEEP;
+}
+
+/* futex2: futex_wait(uaddr, val, mask, flags, timeout, clockid), futex_wake(uaddr, ...). */
+SEC("tracepoint/syscalls/sys_enter_futex_wait")
+int on_futex2_wait_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	futex_wait_begin(ctx, ctx->args[0]);
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_wait")
+int on_futex2_wait_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_wait_end();
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_wake")
+int on_futex2_wake_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	if (ctx->ret > 0)
+		futex_wake(ctx, PT_REGS_PARM1_CORE_SYSCALL(user_regs()));
+	return KEEP;
+}
+
+/* futex_waitv(waiters, nr, flags, timeout, clockid): the first word names the wait. */
+struct futex_waitv_user {
+	__u64 val;
+	__u64 uaddr;
+	__u32 flags;
+	__u32 reserved;
+};
+
+SEC("tracepoint/syscalls/sys_enter_futex_waitv")
+int on_futex_waitv_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	struct futex_waitv_user first = {};
+	if (bpf_probe_read_user(&first, sizeof(first), (void *)ctx->args[0]))
+		return KEEP;
+	futex_wait_begin(ctx, first.uaddr);
+	return KEEP;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_waitv")
+int on_futex_waitv_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	futex_wait_end();
+	return KEEP;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
