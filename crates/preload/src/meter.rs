@@ -876,13 +876,30 @@ pub(crate) fn sem_trywait_with(
 #[inline(always)]
 pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return post() };
+    {
+        // SAFETY: busy flag held; this borrow ends before `find_held` takes its own.
+        let p = unsafe { cx.private() };
+        if p.held_len > 0 {
+            drop_ended_holds(p);
+        }
+    }
     let (r, e);
     if let Some(i) = find_held(&cx, addr) {
         let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
         let wanted = releasing(&cx, i);
         let wanted = wanted || sem_has_waiters(addr);
+        // The hold ends before the real post, as in `unlock_with` (lock-holder preemption).
+        // SAFETY: busy flag held.
+        let held_addr =
+            unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
         r = post();
         e = crate::sys::errno();
+        if r != 0 {
+            // SAFETY: busy flag held.
+            if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
+                h.addr = a;
+            }
+        }
         if r == 0 {
             if wanted && CFG.frames.load(Relaxed) > 1 {
                 holding(&cx, i, t_rel);
