@@ -41,6 +41,10 @@ pub struct Slot {
     pub holder_stack: AtomicU64,
     /// Generation + 1 of the identity whose first use was recorded.
     pub first_use: AtomicU32,
+    /// Bumped by every release that ends no hold of the releasing thread (a semaphore posted by a
+    /// thread that did not take it) and by every new identity: a hold recorded under an older
+    /// value has been ended elsewhere.
+    pub epoch: AtomicU32,
 }
 
 impl Slot {
@@ -56,6 +60,7 @@ impl Slot {
             holder_thread: AtomicU32::new(0),
             holder_stack: AtomicU64::new(0),
             first_use: AtomicU32::new(0),
+            epoch: AtomicU32::new(0),
         }
     }
     /// The lock's address (0 for an empty slot).
@@ -159,6 +164,7 @@ impl<'a> Registry<'a> {
         s.holder_thread.store(0, Relaxed);
         s.holder_site.store(0, Relaxed);
         s.holder_stack.store(0, Relaxed);
+        s.epoch.fetch_add(1, Relaxed);
         Some(s.gen_.fetch_add(1, Relaxed).wrapping_add(1))
     }
 
@@ -234,8 +240,10 @@ mod tests {
         let (i, s) = r.lookup(0x1000, LockKind::Mutex).unwrap();
         assert_eq!(s.generation(), 0);
         assert_eq!(r.lookup(0x1000, LockKind::Mutex).unwrap().0, i);
+        let epoch = s.epoch.load(Relaxed);
         assert_eq!(r.renew(0x1000, LockKind::RwLock), Some(1));
         assert_eq!(s.kind(), Some(LockKind::RwLock));
+        assert_ne!(s.epoch.load(Relaxed), epoch, "a new identity ends the old one's holds");
         assert_eq!(r.len(), 1);
         assert!(r.lookup(0, LockKind::Mutex).is_none());
     }

@@ -19,6 +19,9 @@ pub enum LockKind {
     SpinLock = 3,
     /// A lock of the lockmeter lock library, metered by `Metered<L>`.
     Library = 4,
+    /// A POSIX unnamed semaphore (`sem_t`: `sem_wait` / `sem_post`), which is also what CPython's
+    /// `threading.Lock` is.
+    Semaphore = 5,
     /// A futex word of any program, seen by the kernel collector (its waits in the kernel).
     Futex = 6,
     /// A kernel spinlock (`spinlock_t`, `raw_spinlock_t`).
@@ -38,11 +41,12 @@ pub enum LockKind {
 }
 
 /// Every lock kind, in code order.
-pub const LOCK_KINDS: [LockKind; 12] = [
+pub const LOCK_KINDS: [LockKind; 13] = [
     LockKind::Mutex,
     LockKind::RwLock,
     LockKind::SpinLock,
     LockKind::Library,
+    LockKind::Semaphore,
     LockKind::Futex,
     LockKind::KernelSpinlock,
     LockKind::KernelRwlock,
@@ -63,20 +67,23 @@ impl LockKind {
     /// (`Metered<L>` in a program).
     pub fn origin(self) -> &'static str {
         match self {
-            LockKind::Mutex | LockKind::RwLock | LockKind::SpinLock => "preload",
+            LockKind::Mutex | LockKind::RwLock | LockKind::SpinLock | LockKind::Semaphore => {
+                "preload"
+            }
             LockKind::Library => "library",
             LockKind::Futex => "futex",
             _ => "kernel",
         }
     }
-    /// The name used in reports and JSON: `mutex`, `rwlock`, `spinlock`, `library`, `futex`,
-    /// `kernel-spinlock`, ...
+    /// The name used in reports and JSON: `mutex`, `rwlock`, `spinlock`, `library`, `semaphore`,
+    /// `futex`, `kernel-spinlock`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",
             LockKind::RwLock => "rwlock",
             LockKind::SpinLock => "spinlock",
             LockKind::Library => "library",
+            LockKind::Semaphore => "semaphore",
             LockKind::Futex => "futex",
             LockKind::KernelSpinlock => "kernel-spinlock",
             LockKind::KernelRwlock => "kernel-rwlock",
@@ -337,9 +344,12 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for k in [LockKind::Mutex, LockKind::RwLock, LockKind::SpinLock, LockKind::Library] {
+        for k in LOCK_KINDS {
             assert_eq!(LockKind::from_u8(k as u8), Some(k));
         }
+        assert_eq!(LockKind::from_u8(5), Some(LockKind::Semaphore));
+        assert_eq!(LockKind::Semaphore.as_str(), "semaphore");
+        assert_eq!(LockKind::Semaphore.origin(), "preload");
         for m in [Mode::Exclusive, Mode::Read, Mode::Write] {
             assert_eq!(Mode::from_u8(m as u8), Some(m));
         }

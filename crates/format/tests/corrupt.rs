@@ -246,7 +246,8 @@ fn enum_codes_and_utf8_are_validated() {
     lock.extend_from_slice(&[1, 0]);
     lock.extend_from_slice(&0u32.to_le_bytes());
     assert!(read_profile(&with(frame(tag::LOCK, &lock))).is_ok());
-    for (at, v, field) in [(16, 0u8, "lock kind"), (16, 5, "lock kind"), (17, 2, "name presence")] {
+    for (at, v, field) in [(16, 0u8, "lock kind"), (16, 99, "lock kind"), (17, 2, "name presence")]
+    {
         let mut l = lock.clone();
         l[at] = v;
         let e = err(&with(frame(tag::LOCK, &l)));

@@ -1,10 +1,12 @@
 //! The `LD_PRELOAD` library of lockmeter: meters every pthread lock of an unmodified program.
 //!
 //! Load it with `lockmeter run -- PROGRAM` (or `LD_PRELOAD=liblockmeter_preload.so PROGRAM`). It
-//! interposes `pthread_mutex_*`, `pthread_rwlock_*`, `pthread_spin_*` and `pthread_cond_*wait`,
-//! records per (thread, lock, call site, mode) statistics in per-thread tables, and writes one
-//! profile per process image at exit, `_exit`, `exec` or a fatal signal (SIGTERM, SIGINT, SIGHUP,
-//! SIGQUIT, SIGABRT: `abort` and failed assertions) that the program does not handle itself.
+//! interposes `pthread_mutex_*`, `pthread_rwlock_*`, `pthread_spin_*`, `pthread_cond_*wait` and
+//! the POSIX semaphores (`sem_wait`, `sem_trywait`, `sem_timedwait`, `sem_clockwait`, `sem_post`,
+//! `sem_init`, `sem_destroy`; CPython's `threading.Lock` is one), records per (thread, lock, call
+//! site, mode) statistics in per-thread tables, and writes one profile per process image at exit,
+//! `_exit`, `exec` or a fatal signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT: `abort` and failed
+//! assertions) that the program does not handle itself.
 //!
 //! # Global invariants of the hooks
 //! - They return exactly what the real function returned and leave `errno` as it left it.

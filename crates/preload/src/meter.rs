@@ -334,7 +334,9 @@ pub(crate) fn acquired(
     } else {
         0
     };
-    push_held(cx, Held { addr, entry: st, slot, t_acq, mode: mode as u8 }, kind);
+    let sem = kind == LockKind::Semaphore;
+    let epoch = if sem { slot.epoch.load(Relaxed) } else { 0 };
+    push_held(cx, Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem, epoch }, kind);
 }
 
 /// Whether the mutex at `addr` is recursive (glibc: the low bits of `__kind`, the `int` at offset
@@ -346,23 +348,61 @@ fn is_recursive_mutex(addr: usize) -> bool {
     kind & 3 == 1
 }
 
+/// Whether held entry `h` is still a hold. A semaphore hold ends without its thread when another
+/// thread posts the semaphore or it gets a new identity (its slot's epoch moved on).
+#[inline(always)]
+fn live(h: &Held) -> bool {
+    // SAFETY: registry slots are never unmapped.
+    !h.sem || h.slot.is_null() || unsafe { &*h.slot }.epoch.load(Relaxed) == h.epoch
+}
+
+/// Drops from the held stack the semaphore holds that other threads ended (see [`live`]), keeping
+/// the other entries in order; no hold time is recorded for the dropped ones.
+#[inline(never)]
+fn drop_ended_holds(p: &mut crate::state::Private) {
+    let len = p.held_len.min(p.held.len());
+    let mut kept = 0;
+    for i in 0..len {
+        if let Some(h) = p.held.get(i).copied()
+            && live(&h)
+        {
+            if let Some(d) = p.held.get_mut(kept) {
+                *d = h;
+            }
+            kept += 1;
+        }
+    }
+    p.held_len = kept;
+}
+
 /// Pushes a hold on the thread's held stack.
 ///
 /// A thread cannot hold a non-recursive lock twice: if the lock is already on its stack, that
 /// entry is stale (another thread unlocked it, a hand-off glibc allows for normal mutexes) and is
-/// replaced. A full stack gives up its oldest entry (that hold goes untimed, and is counted).
+/// replaced. A semaphore can be held several times (a counting semaphore's tokens); its stale
+/// entries are those whose hold another thread's post ended (see [`live`]), dropped before each
+/// semaphore push, so that a thread that only waits (a consumer) never fills its stack. A full
+/// stack first drops such entries, then gives up its oldest entry (that hold goes untimed, and is
+/// counted).
 #[inline(always)]
 fn push_held(cx: &Cx, h: Held, kind: LockKind) {
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
+    if h.sem && p.held_len > 0 {
+        drop_ended_holds(p);
+    }
     if p.held_len > 0
         && h.mode != Mode::Read as u8
+        && !h.sem
         && !(kind == LockKind::Mutex && is_recursive_mutex(h.addr))
         && let Some(i) =
             p.held.get(..p.held_len).and_then(|hs| hs.iter().rposition(|x| x.addr == h.addr))
     {
         p.held.copy_within(i + 1..p.held_len, i);
         p.held_len -= 1;
+    }
+    if p.held_len >= p.held.len() {
+        drop_ended_holds(p);
     }
     if p.held_len >= p.held.len() {
         p.held.copy_within(1.., 0);
@@ -408,7 +448,7 @@ pub(crate) fn find_held(cx: &Cx, addr: usize) -> Option<usize> {
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
     let held = p.held.get(..p.held_len)?;
-    held.iter().rposition(|h| h.addr == addr)
+    held.iter().rposition(|h| h.addr == addr && live(h))
 }
 
 /// The lock at held index `i` is being released at `t_rel` (ticks, 0 if not read): clears the
@@ -709,6 +749,176 @@ fn holding(cx: &Cx, i: usize, t_rel: u64) {
         }
         None => cx.shard.stacks_dropped.add(1),
     }
+}
+
+// ---- POSIX semaphores ----
+//
+// `sem_*` return 0, or -1 with errno set. A semaphore is metered like a mutex whose trylock is
+// `sem_trywait` (EAGAIN: no token): an acquisition is a wait that returned 0, contended when the
+// first try found no token; a failed `sem_trywait` and a timed wait that timed out are trylock
+// failures; a wait interrupted by a signal (EINTR) is neither. A `sem_post` by a thread with the
+// semaphore on its held stack ends that hold (a binary semaphore used as a lock gets hold times);
+// any other post (a producer's) ends no hold and bumps the slot's epoch, which retires the
+// semaphore's entries on every thread's held stack (see `live`). Each function returns what the
+// real call returned and leaves errno as that call left it: errno is read right after it and set
+// again last.
+
+/// Whether threads are blocked in glibc on the semaphore at `addr`: glibc's `struct new_sem` on
+/// 64-bit targets keeps the number of blocked waiters in the high half of its first `u64`.
+#[inline(always)]
+fn sem_has_waiters(addr: usize) -> bool {
+    // SAFETY: `addr` is the `sem_t` the program passed to `sem_post` (initialized, mapped and
+    // 8-aligned), which glibc itself reads and writes with 64-bit atomics; a racy read is a hint.
+    let data = unsafe { core::ptr::read_volatile(addr as *const u64) };
+    data >> 32 != 0
+}
+
+/// `r` from a call made without metering, with errno `e` as that call left it.
+#[inline(always)]
+fn sem_unmetered(r: c_int, e: c_int) -> c_int {
+    let r = crate::state::unmetered(r);
+    crate::sys::set_errno(e);
+    r
+}
+
+/// A blocking semaphore wait (`sem_wait`, `sem_timedwait`, `sem_clockwait`): when `probe`,
+/// `try_wait` (the real `sem_trywait`) first, and the real `wait` only when that found no token;
+/// without `probe` (arguments glibc refuses before trying) only `wait`.
+///
+/// The real wait is a cancellation point, so it runs outside metering, like a condvar wait: the
+/// busy flag is clear and no counter is raised across it (the holder's post learns of blocked
+/// waiters from glibc's own count), so a thread cancelled inside it leaves nothing behind.
+#[inline(always)]
+pub(crate) fn sem_wait_with(
+    addr: usize,
+    site: usize,
+    probe: bool,
+    try_wait: impl FnOnce() -> c_int,
+    wait: impl FnOnce() -> c_int,
+) -> c_int {
+    use crate::sys::{errno, set_errno};
+    let kind = LockKind::Semaphore;
+    let mode = Mode::Exclusive;
+    let e0 = errno();
+    let Some(cx) = crate::state::enter() else {
+        let r = wait();
+        return sem_unmetered(r, errno());
+    };
+    let mut who = None;
+    if probe {
+        let r = try_wait();
+        let e = errno();
+        if r == 0 {
+            acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+            crate::state::leave(cx);
+            set_errno(e);
+            return 0;
+        }
+        if e == libc::EAGAIN {
+            // Contended. The mark tells the holder's post that the lock was wanted even if this
+            // thread takes the token before glibc counts it as a waiter; the next acquisition
+            // clears it.
+            let slot = crate::state::registry()
+                .and_then(|reg| reg.lookup(addr as u64, kind))
+                .map(|(_, s)| s);
+            if let Some(s) = slot
+                && s.wanted.load(Relaxed) & TRY_WANTED == 0
+            {
+                s.wanted.fetch_or(TRY_WANTED, Relaxed);
+            }
+            who = Some(Contention::gather(&cx, slot, site));
+        }
+    }
+    crate::state::leave(cx);
+    set_errno(e0);
+    let t0 = if who.is_some() { clock::now() } else { 0 };
+    let r = wait();
+    let t1 = if who.is_some() { clock::now() } else { 0 };
+    let e = errno();
+    if let Some(cx) = crate::state::enter() {
+        if r == 0 {
+            let how = if who.is_some() { How::Waited { t0, t1 } } else { How::Immediate };
+            acquired(&cx, addr, kind, mode, site, how, who.as_ref());
+        } else if e == libc::ETIMEDOUT {
+            try_failed(&cx, addr, kind, mode, site);
+        }
+        crate::state::leave(cx);
+    }
+    set_errno(e);
+    r
+}
+
+/// `sem_trywait`: an acquisition, or a trylock failure (EAGAIN).
+#[inline(always)]
+pub(crate) fn sem_trywait_with(
+    addr: usize,
+    site: usize,
+    try_wait: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else {
+        let r = try_wait();
+        return sem_unmetered(r, crate::sys::errno());
+    };
+    let r = try_wait();
+    let e = crate::sys::errno();
+    if r == 0 {
+        acquired(&cx, addr, LockKind::Semaphore, Mode::Exclusive, site, How::Immediate, None);
+    } else if e == libc::EAGAIN {
+        try_failed(&cx, addr, LockKind::Semaphore, Mode::Exclusive, site);
+    }
+    crate::state::leave(cx);
+    crate::sys::set_errno(e);
+    r
+}
+
+/// `sem_post`: the end of this thread's hold, or (a post by a thread that holds no token of it)
+/// the end of every hold of the semaphore without a hold time.
+#[inline(always)]
+pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int {
+    let Some(cx) = crate::state::enter() else { return post() };
+    {
+        // SAFETY: busy flag held; this borrow ends before `find_held` takes its own.
+        let p = unsafe { cx.private() };
+        if p.held_len > 0 {
+            drop_ended_holds(p);
+        }
+    }
+    let (r, e);
+    if let Some(i) = find_held(&cx, addr) {
+        let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
+        let wanted = releasing(&cx, i);
+        let wanted = wanted || sem_has_waiters(addr);
+        // The hold ends before the real post, as in `unlock_with` (lock-holder preemption).
+        // SAFETY: busy flag held.
+        let held_addr =
+            unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
+        r = post();
+        e = crate::sys::errno();
+        if r != 0 {
+            // SAFETY: busy flag held.
+            if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
+                h.addr = a;
+            }
+        }
+        if r == 0 {
+            if wanted && CFG.frames.load(Relaxed) > 1 {
+                holding(&cx, i, t_rel);
+            }
+            released(&cx, i, t_rel, wanted);
+        }
+    } else {
+        r = post();
+        e = crate::sys::errno();
+        if r == 0
+            && let Some((_, slot)) = crate::state::registry()
+                .and_then(|reg| reg.lookup(addr as u64, LockKind::Semaphore))
+        {
+            slot.epoch.fetch_add(1, Relaxed);
+        }
+    }
+    crate::state::leave(cx);
+    crate::sys::set_errno(e);
+    r
 }
 
 /// Keeps `HELD_MAX` referenced for docs.

@@ -1,6 +1,14 @@
 //! The real pthread functions, resolved with `dlsym(RTLD_NEXT)` (`dlvsym` for the condvar family,
 //! which exists twice on x86_64: `@GLIBC_2.2.5` compat and `@@GLIBC_2.3.2`).
 //!
+//! The semaphore functions exist twice too, since glibc 2.34 moved them from libpthread into libc:
+//! `sem_*@GLIBC_2.2.5` (aarch64: `@GLIBC_2.17`; `sem_clockwait@GLIBC_2.30`), which programs built
+//! against an older glibc bind to, and `sem_*@@GLIBC_2.34`. On x86_64 and aarch64 both versions
+//! are the same code (`objdump -T libc.so.6` shows one address for both; the old, different
+//! `sem_*@GLIBC_2.0` implementation exists only on 32-bit targets), so the default version that
+//! `dlsym` finds is the real function for a caller of either. The hooks are unversioned
+//! definitions, which the dynamic linker binds to references of any version.
+//!
 //! Everything is resolved in the constructor. A hook that runs earlier resolves its function
 //! inline; if that happens on a thread that is already inside `dlsym` (dlsym may allocate, and an
 //! allocator may lock a mutex), the mutex and rwlock functions fall back to glibc's exported
@@ -10,7 +18,8 @@ use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use libc::{
-    clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, timespec,
+    clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t,
+    timespec,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -80,9 +89,16 @@ fn resolving() -> bool {
     RESOLVING.try_with(|r| r.get()).unwrap_or(true)
 }
 
+/// The type of a real function: `extern "C"`, or the ABI given (`"C-unwind"` for cancellation
+/// points, whose forced unwinding must be allowed to pass through the hook).
+macro_rules! real_sig {
+    (; ($($t:ty),*) -> $r:ty) => { unsafe extern "C" fn($($t),*) -> $r };
+    ($abi:literal; ($($t:ty),*) -> $r:ty) => { unsafe extern $abi fn($($t),*) -> $r };
+}
+
 macro_rules! reals {
     ($( $(#[$m:meta])* $fn_name:ident = $sym:literal $(@ $ver:ident)? $(| $fb:ident)?
-        : fn($($a:ident : $t:ty),*) -> $r:ty; )*) => {
+        : $(extern $abi:literal)? fn($($a:ident : $t:ty),*) -> $r:ty; )*) => {
         #[allow(non_upper_case_globals)]
         mod slot {
             use super::*;
@@ -110,7 +126,7 @@ macro_rules! reals {
             #[allow(dead_code)]
             pub(crate) unsafe fn $fn_name($($a: $t),*) -> $r {
                 let mut p = slot::$fn_name.load(Relaxed);
-                type Sig = unsafe extern "C" fn($($t),*) -> $r;
+                type Sig = real_sig!($($abi)?; ($($t),*) -> $r);
                 if p == 0 {
                     #[allow(unused_mut, unused_assignments)]
                     let mut fb: Option<Sig> = None;
@@ -177,6 +193,13 @@ reals! {
     execvpe = "execvpe": fn(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int;
     fexecve = "fexecve": fn(fd: c_int, a: *const *const c_char, e: *const *const c_char) -> c_int;
     execveat = "execveat": fn(fd: c_int, p: *const c_char, a: *const *const c_char, e: *const *const c_char, f: c_int) -> c_int;
+    sem_wait = "sem_wait": extern "C-unwind" fn(s: *mut sem_t) -> c_int;
+    sem_trywait = "sem_trywait": fn(s: *mut sem_t) -> c_int;
+    sem_timedwait = "sem_timedwait": extern "C-unwind" fn(s: *mut sem_t, t: *const timespec) -> c_int;
+    sem_clockwait = "sem_clockwait": extern "C-unwind" fn(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int;
+    sem_post = "sem_post": fn(s: *mut sem_t) -> c_int;
+    sem_init = "sem_init": fn(s: *mut sem_t, pshared: c_int, value: core::ffi::c_uint) -> c_int;
+    sem_destroy = "sem_destroy": fn(s: *mut sem_t) -> c_int;
 }
 
 /// Address of a symbol in the objects after this one, or null (used for `__rseq_offset`).

@@ -140,6 +140,10 @@ pub(crate) struct Held {
     /// Acquisition time in ticks; 0 when this hold is not timed.
     pub(crate) t_acq: u64,
     pub(crate) mode: u8,
+    /// A semaphore hold, which another thread can end (by posting the semaphore).
+    pub(crate) sem: bool,
+    /// The slot's `epoch` when a semaphore was taken: the hold is over once it moved on.
+    pub(crate) epoch: u32,
 }
 
 /// A lookup-cache line: (lock, site, mode) -> registry slot, generation and record.
