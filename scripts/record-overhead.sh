@@ -95,3 +95,31 @@ for k in wake_ns wait_ns getppid_ns; do
     esac
     printf '| %s | %s | %s |\n' "$what" "$(col $k "$tmp/cb")" "$(col $k "$tmp/cr")"
 done
+
+# memcached under memcaslap (when both are installed): throughput bare, under `lockmeter record`
+# and under `perf lock record`, interleaved.
+if command -v memcached >/dev/null && command -v memcaslap >/dev/null; then
+    port=11399
+    serve() { # how..., prints memcaslap's TPS
+        "$@" memcached -u root -t 4 -p $port -U 0 -l 127.0.0.1 >/dev/null 2>&1 &
+        local pid=$!
+        for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+        memcaslap -s 127.0.0.1:$port -t 8s -c 32 -T 2 2>/dev/null | awk '/^Run time/ { for (i = 1; i < NF; i++) if ($i == "TPS:") print $(i+1) }' | tail -1
+        pkill -TERM -x memcached || true
+        wait $pid 2>/dev/null || true
+        rm -f "$tmp/mc.lmp"* "$tmp/perf.data"*
+    }
+    : >"$tmp/mb"; : >"$tmp/mr"; : >"$tmp/mp"
+    for r in $(seq "$rounds"); do
+        printf '\rmemcached: round %d/%d' "$r" "$rounds" >&2
+        serve env >>"$tmp/mb"
+        serve "$lm" record -q -o "$tmp/mc.lmp" -- >>"$tmp/mr"
+        serve perf lock record -o "$tmp/perf.data" -- >>"$tmp/mp"
+    done
+    printf '\r' >&2
+    b=$(median <"$tmp/mb"); r=$(median <"$tmp/mr"); p=$(median <"$tmp/mp")
+    echo
+    echo "| memcached -t 4 under memcaslap (-c 32 -T 2, 8 s) | no tracing | lockmeter record | perf lock record |"
+    echo "|---|---|---|---|"
+    awk -v b="$b" -v r="$r" -v p="$p" 'BEGIN { printf "| throughput (ops/s) | %d | %d (%+.1f%%) | %d (%+.1f%%) |\n", b, r, (r-b)/b*100, p, (p-b)/b*100 }'
+fi
