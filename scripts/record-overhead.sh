@@ -53,10 +53,9 @@ measure() { # name, workload args...
     printf '\r' >&2
     local b r p e
     b=$(median <"$tmp/bare"); r=$(median <"$tmp/rec"); p=$(median <"$tmp/perf"); e=$(median <"$tmp/events")
-    awk -v n="$name" -v b="$b" -v r="$r" -v p="$p" -v e="$e" -v f="$fixed" 'BEGIN {
-        c = (e > 0 && r - b - f > 0) ? (r - b - f) / e / 1e3 : 0
-        printf "| %-30s | %8.0f ms | %8.0f ms (%.2fx) | %8.0f ms (%.2fx) | %9d | %7.2f µs |\n",
-            n, b/1e6, r/1e6, r/b, p/1e6, p/b, e, c }'
+    awk -v n="$name" -v b="$b" -v r="$r" -v p="$p" -v e="$e" 'BEGIN {
+        printf "| %-30s | %8.0f ms | %8.0f ms (%.2fx) | %8.0f ms (%.2fx) | %9d |\n",
+            n, b/1e6, r/1e6, r/b, p/1e6, p/b, e }'
 }
 
 # The fixed cost (load and attach the BPF programs, detach, write the profile), from `true`.
@@ -68,12 +67,12 @@ for r in $(seq "$rounds"); do
     echo $(( t1 - t0 - b )) >>"$tmp/fixed"
 done
 fixed=$(median <"$tmp/fixed")
-echo "| workload | no tracing | lockmeter record | perf lock record | waits seen | record's cost per wait |"
-echo "|---|---|---|---|---|---|"
+echo "| workload | no tracing | lockmeter record | perf lock record | waits seen by record |"
+echo "|---|---|---|---|---|"
 measure "mmapper 4 threads x 5000" "$tmp/mmapper" 4 5000
 measure "futexlock 4 threads x 100000" "$tmp/futexlock" 4 100000
 awk -v f="$fixed" -v n="$rounds" -v c="$(nproc)" -v k="$(uname -r)" 'BEGIN {
-    printf "(medians of %d interleaved rounds; %d CPUs; kernel %s. record'"'"'s fixed cost (load, attach, detach, write; measured on `true`): %.0f ms, subtracted in the cost per wait)\n", n, c, k, f/1e6 }'
+    printf "(medians of %d interleaved rounds; %d CPUs; kernel %s. record'"'"'s fixed cost (load and attach the BPF programs, write the profile; measured on `true`): %.0f ms)\n", n, c, k, f/1e6 }'
 
 
 # Cost per traced call, as the programs time themselves (medians of the rounds).
