@@ -6,6 +6,7 @@ mod demo;
 mod diff_cmd;
 mod export_cmd;
 mod flame_cmd;
+mod hints;
 mod overhead;
 mod plot_cmd;
 mod record;

@@ -393,6 +393,9 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
                     Err(e) => eprintln!("lockmeter: {e:#}"),
                 }
             }
+            if let Some(hint) = crate::hints::no_acquisitions(main) {
+                eprintln!("{hint}");
+            }
             eprintln!("lockmeter: profile written to {}", main.display());
         }
         None if ran.others.is_empty() => match ran.status.signal() {

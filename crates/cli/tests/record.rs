@@ -108,7 +108,6 @@ fn static_binaries_are_seen_by_record_and_pointed_there_by_run() {
 #[test]
 fn rust_std_locks_are_named_by_their_statics() {
     let s = Scratch::new("rec-rust");
-    need_ebpf!(s, "rust_std_locks_are_named_by_their_statics");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/rust_mutex.rs");
     let exe = s.path("rust_mutex");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
@@ -119,6 +118,14 @@ fn rust_std_locks_are_named_by_their_statics() {
         .output()
         .expect("cannot run rustc");
     assert!(out.status.success(), "rustc: {}", String::from_utf8_lossy(&out.stderr));
+    // `run` sees no pthread lock in it, and says why and what sees them.
+    let plain = run_metered(&s, "plain.lmp", &[], &exe, &["2", "1000"]);
+    plain.expect_code(0);
+    assert!(
+        plain.stderr.contains("is a Rust program") && plain.stderr.contains("lockmeter record"),
+        "{plain}"
+    );
+    need_ebpf!(s, "rust_std_locks_are_named_by_their_statics (record)");
     let iters = 100_000u64;
     let ran = record(&s, "r.lmp", &[], &exe, &["4", &iters.to_string()]);
     ran.expect_code(0);

@@ -1,0 +1,76 @@
+//! What to say when a `run` profile holds no lock acquisitions: which runtime the program is
+//! built on, and what sees its locks instead.
+
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::path::Path;
+
+/// The runtime whose locks `LD_PRELOAD` cannot see, from the executable: Go (its build info or
+/// line table sections), Rust (its standard library's symbols), the JVM (linked to libjli or
+/// libjvm).
+pub(crate) fn runtime_of(exe: &Path) -> Option<&'static str> {
+    let data = std::fs::read(exe).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    if file.section_by_name(".go.buildinfo").is_some()
+        || file.section_by_name(".gopclntab").is_some()
+    {
+        return Some("Go");
+    }
+    if elf_needed(&data).iter().any(|l| l.contains("libjli") || l.contains("libjvm")) {
+        return Some("JVM");
+    }
+    let rust = file.symbols().chain(file.dynamic_symbols()).any(|s| {
+        s.name().is_ok_and(|n| n == "rust_begin_unwind" || n.starts_with("_ZN3std2rt10lang_start"))
+    }) || file.section_by_name(".rustc").is_some();
+    rust.then_some("Rust")
+}
+
+/// DT_NEEDED entries of an ELF file (the libraries it links to).
+fn elf_needed(data: &[u8]) -> Vec<String> {
+    let Ok(file) = object::File::parse(data) else { return Vec::new() };
+    let Some(dynstr) = file.section_by_name(".dynstr").and_then(|s| s.data().ok()) else {
+        return Vec::new();
+    };
+    // Library names are the .dynstr strings that look like shared objects.
+    dynstr
+        .split(|&b| b == 0)
+        .filter_map(|s| std::str::from_utf8(s).ok())
+        .filter(|s| s.contains(".so"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The line to print after a `run` whose preload profile at `profile` recorded no acquisition,
+/// when the program's runtime is one whose locks the preload cannot see; `None` otherwise (the
+/// report's own line then says what sees non-pthread locks).
+pub(crate) fn no_acquisitions(profile: &Path) -> Option<String> {
+    let p = lockmeter_format::read_profile_file(profile).ok()?;
+    if p.header.collector != "preload" || p.records.iter().any(|r| r.stats.acquisitions > 0) {
+        return None;
+    }
+    let exe = Path::new(&p.header.exe);
+    let what = match runtime_of(exe) {
+        Some("Go") => {
+            "a Go program: its sync.Mutex parks goroutines in the Go scheduler, without pthread"
+        }
+        Some("JVM") => "a JVM: its monitors park threads on futexes, without pthread mutexes",
+        Some("Rust") => "a Rust program: std::sync locks wait on futexes, without pthread",
+        _ => return None,
+    };
+    Some(format!(
+        "lockmeter: {} is {what}; `sudo lockmeter record -- {}` sees its locks' waits (and `run --kernel` both)",
+        exe.display(),
+        exe.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runtime_of;
+
+    #[test]
+    fn this_test_binary_is_rust() {
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(runtime_of(&me), Some("Rust"));
+        assert_eq!(runtime_of(std::path::Path::new("/bin/sh")), None);
+    }
+}
