@@ -75,6 +75,7 @@ pub mod tag {
             OVERHEAD => "overhead",
             STACK => "stack",
             EVENT => "event",
+            LOCK_SLEEP => "lock sleep",
             END => "end",
             _ => "unknown",
         }
