@@ -4,6 +4,10 @@
 //! lock+unlock pairs called through the PLT like any program's) without the preload and with it in
 //! each hold-timing mode, interleaved round by round so that the machine's drift hits all modes
 //! alike. Reports the median ns per pair of each mode, its spread, and the median added cost.
+//!
+//! Then contended workloads (one hot mutex, many mutexes; 4 threads): wall time bare, under
+//! each mode, and under `perf lock record` where it can run, beside the profile's own estimate of
+//! what the profiler cost, so that estimate can be checked against what was measured.
 
 use crate::run::{find_preload, metered_command};
 use crate::settings_args::CollectorArgs;
@@ -25,9 +29,15 @@ pub(crate) struct OverheadArgs {
     /// Sampling rate of the sampled mode.
     #[arg(long, default_value_t = 16)]
     sample: u32,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table (the uncontended pair only).
     #[arg(long)]
     json: bool,
+    /// Contended workloads to run after the uncontended pair (none: skip them).
+    #[arg(long, value_delimiter = ',', default_value = "hot,many", value_parser = ["hot", "many", "none"])]
+    contended: Vec<String>,
+    /// Acquisitions per thread in each contended workload.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    contended_pairs: u64,
 }
 
 /// Options of the workload.
@@ -35,6 +45,50 @@ pub(crate) struct OverheadArgs {
 pub(crate) struct OverheadWorkloadArgs {
     #[arg(long, default_value_t = 2_000_000)]
     pairs: u64,
+    /// uncontended (one thread, ns per pair), hot (4 threads, one mutex, wall ns) or many (4
+    /// threads, 4096 mutexes picked at random, wall ns).
+    #[arg(long, default_value = "uncontended")]
+    kind: String,
+}
+
+/// 4096 mutexes for the `many` workload.
+struct Mutexes(UnsafeCell<[libc::pthread_mutex_t; MANY]>);
+// SAFETY: as `Mutex`.
+unsafe impl Sync for Mutexes {}
+const MANY: usize = 4096;
+static MANY_LOCKS: Mutexes = Mutexes(UnsafeCell::new([libc::PTHREAD_MUTEX_INITIALIZER; MANY]));
+
+/// A contended workload: 4 threads x `pairs` lock+unlock pairs, on one mutex or on 4096 picked
+/// at random; prints the wall time in ns.
+fn contended_workload(pairs: u64, many: bool) {
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for seed in 1..=4u64 {
+            s.spawn(move || {
+                let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                for _ in 0..pairs {
+                    let m = if many {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // SAFETY: an index below MANY into the static array.
+                        unsafe {
+                            (MANY_LOCKS.0.get() as *mut libc::pthread_mutex_t)
+                                .add(x as usize % MANY)
+                        }
+                    } else {
+                        BENCH_LOCK.0.get()
+                    };
+                    // SAFETY: statically initialized mutexes, locked and unlocked by this thread.
+                    unsafe {
+                        libc::pthread_mutex_lock(m);
+                        libc::pthread_mutex_unlock(m);
+                    }
+                }
+            });
+        }
+    });
+    println!("{}", t.elapsed().as_nanos());
 }
 
 struct Mutex(UnsafeCell<libc::pthread_mutex_t>);
@@ -44,6 +98,11 @@ static BENCH_LOCK: Mutex = Mutex(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER
 
 /// The workload: prints the median ns per pair of 7 timed batches.
 pub(crate) fn workload(a: OverheadWorkloadArgs) {
+    match a.kind.as_str() {
+        "hot" => return contended_workload(a.pairs, false),
+        "many" => return contended_workload(a.pairs, true),
+        _ => {}
+    }
     let m = BENCH_LOCK.0.get();
     let n = a.pairs.max(1);
     let mut v: Vec<f64> = (0..7)
@@ -175,6 +234,115 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
         println!(
             "warning: rounds disagree by more than 25%: the machine is noisy; rerun with more --rounds"
         );
+    }
+    for kind in a.contended.iter().filter(|k| *k != "none") {
+        contended(kind, &a, &lib, &modes)?;
+    }
+    Ok(())
+}
+
+/// Whether `perf lock record` can run here (root and perf installed).
+fn perf_lock_available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// One contended workload: wall time bare, under each mode (with the profile's own estimate of
+/// the profiler's share of the run) and under `perf lock record`, interleaved, medians.
+fn contended(
+    kind: &str,
+    a: &OverheadArgs,
+    lib: &std::path::Path,
+    modes: &[(&str, Option<CollectorArgs>)],
+) -> Result<()> {
+    let exe = std::env::current_exe()?;
+    let dir =
+        std::env::temp_dir().join(format!("lockmeter-overhead-{}-{kind}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let command: Vec<OsString> = vec![
+        exe.into_os_string(),
+        "__overhead-workload".into(),
+        "--kind".into(),
+        kind.into(),
+        "--pairs".into(),
+        a.contended_pairs.to_string().into(),
+    ];
+    let with_perf = perf_lock_available();
+    let n = modes.len() + usize::from(with_perf);
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut estimate: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for round in 0..a.rounds {
+        eprint!("\rlockmeter overhead: {kind}, round {}/{}", round + 1, a.rounds);
+        for i in 0..n {
+            let out_path = dir.join(format!("{kind}-{round}-{i}.lmp"));
+            let mut cmd = match modes.get(i) {
+                Some((_, None)) => {
+                    let mut c = Command::new(&command[0]);
+                    c.args(&command[1..]);
+                    c
+                }
+                Some((_, Some(h))) => metered_command(&command, lib, &out_path, h)?,
+                None => {
+                    let mut c = Command::new("perf");
+                    c.args(["lock", "record", "-q", "-o"]).arg(dir.join("perf.data")).arg("--");
+                    c.args(&command);
+                    c
+                }
+            };
+            let out = cmd.output().context("cannot run the overhead workload")?;
+            if !out.status.success() {
+                bail!(
+                    "the {kind} workload failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            let ns: f64 = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim()
+                .parse()
+                .context("bad workload output")?;
+            wall[i].push(ns);
+            if let Ok(p) = lockmeter_format::read_profile_file(&out_path) {
+                if p.header.duration_ns > 0 {
+                    estimate[i].push(
+                        100.0 * p.overhead.estimated_total_ns as f64 / p.header.duration_ns as f64,
+                    );
+                }
+            }
+        }
+    }
+    eprintln!();
+    let _ = std::fs::remove_dir_all(&dir);
+    let bare = median(&mut wall[0].clone());
+    let what = if kind == "hot" { "one mutex" } else { "4096 mutexes picked at random" };
+    println!();
+    println!(
+        "contended: 4 threads x {} lock+unlock pairs on {what}, wall time, {} interleaved rounds",
+        a.contended_pairs, a.rounds
+    );
+    println!(
+        "{:<24} {:>12} {:>10} {:>22}",
+        "MODE", "WALL MS", "SLOWDOWN", "PROFILE'S OWN ESTIMATE"
+    );
+    for i in 0..n {
+        let name = match modes.get(i) {
+            Some((name, _)) => name.replace('N', &a.sample.max(2).to_string()),
+            None => "perf lock record".to_string(),
+        };
+        let w = median(&mut wall[i].clone());
+        let est = if estimate[i].is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.1}% of run time", median(&mut estimate[i].clone()))
+        };
+        let slow = if i == 0 { "-".to_string() } else { format!("{:.2}x", w / bare) };
+        println!("{name:<24} {:>12.1} {slow:>10} {est:>22}", w / 1e6);
+    }
+    if !with_perf {
+        println!("(perf lock record: not run; it needs root and perf)");
     }
     Ok(())
 }
