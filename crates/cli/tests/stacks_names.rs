@@ -245,3 +245,18 @@ fn demo_runs_and_names_its_locks() {
     p.eq("CONFIG_LOCK reads (4 x 2000/16)", u(cfg, "read_acquisitions"), 4 * 125);
     p.eq("CONFIG_LOCK writes", u(cfg, "write_acquisitions"), 1);
 }
+
+#[test]
+fn a_program_that_rewrites_its_argv_is_named_as_started() {
+    let s = Scratch::new("argv");
+    let exe = s.compile("argv");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["--port", "6379", "--verbose"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    let cmdline: Vec<&str> = p.header()["cmdline"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    p.eq("cmdline", cmdline, vec![exe.to_str().unwrap(), "--port", "6379", "--verbose"]);
+    p.expect_lock("named_lock", "mutex", 1);
+}

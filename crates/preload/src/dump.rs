@@ -68,6 +68,18 @@ static BUFS: Shared = Shared(UnsafeCell::new(Bufs {
 }));
 
 /// Sets the output base name (from `LOCKMETER_OUTPUT`). Constructor only.
+/// Bytes of the command line read at start-up (0: not read; read at dump time instead).
+static CMDLINE_LEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Reads the command line now, before the program can rewrite its argv (servers such as redis
+/// do): the profile names the program as it was started.
+pub(crate) fn remember_cmdline() {
+    // SAFETY: called from the constructor, before any hook meters or dumps.
+    let b = unsafe { &mut *BUFS.0.get() };
+    let n = sys::read_file(c"/proc/self/cmdline", &mut b.cmdline).len();
+    CMDLINE_LEN.store(n, Relaxed);
+}
+
 pub(crate) fn set_output(base: &[u8]) {
     // SAFETY: called from the constructor, before any hook meters or dumps.
     let b = unsafe { &mut *BUFS.0.get() };
@@ -291,7 +303,10 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     } else {
         0
     };
-    let cmdline = sys::read_file(c"/proc/self/cmdline", &mut b.cmdline);
+    let cmdline = match CMDLINE_LEN.load(Relaxed) {
+        0 => sys::read_file(c"/proc/self/cmdline", &mut b.cmdline),
+        n => b.cmdline.get(..n).unwrap_or(&[]),
+    };
     // SAFETY: the path is NUL-terminated and `exe` is a writable buffer of the given size.
     let n = unsafe {
         libc::readlink(c"/proc/self/exe".as_ptr(), b.exe.as_mut_ptr().cast(), b.exe.len())

@@ -85,6 +85,7 @@ fn init_inner() {
     if let Some(out) = getenv(settings::OUTPUT.env_c).filter(|o| !o.is_empty()) {
         dump::set_output(out);
     }
+    dump::remember_cmdline();
 
     calibrate_overhead();
     calibrate_stacks();
