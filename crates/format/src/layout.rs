@@ -57,6 +57,8 @@ pub mod tag {
     pub const STACK: u16 = 0x0009;
     /// One aggregated event (contended acquisition by waiter stack and holder, ...).
     pub const EVENT: u16 = 0x000A;
+    /// One sentence about what the collector could not see in this process.
+    pub const NOTE: u16 = 0x000B;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -73,6 +75,7 @@ pub mod tag {
             OVERHEAD => "overhead",
             STACK => "stack",
             EVENT => "event",
+            NOTE => "note",
             END => "end",
             _ => "unknown",
         }

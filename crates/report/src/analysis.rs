@@ -338,7 +338,8 @@ pub struct Analysis {
     pub filter: Filter,
     /// Locks in the profile before filtering.
     pub unfiltered_locks: usize,
-    /// Caveats about the analysis itself (e.g. files changed since the run), one sentence each.
+    /// Caveats, one sentence each: what the collector could not see (the profile's notes), then
+    /// about the analysis itself (e.g. files changed since the run).
     pub notes: Vec<String>,
 }
 
@@ -709,7 +710,7 @@ impl Analysis {
             pairs: all_pairs,
             filter: filter.clone(),
             unfiltered_locks,
-            notes: Vec::new(),
+            notes: profile.notes.clone(),
         }
     }
 
