@@ -24,6 +24,8 @@ mod skel {
 }
 use skel::LockmeterSkelBuilder;
 
+mod gouprobes;
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -64,9 +66,13 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let mut skel = open.load().context("the kernel refused the BPF programs")?;
 
     skel.attach().context("cannot attach the BPF programs")?;
+    let mut go = gouprobes::GoUprobes::new();
     let me = std::process::id();
     let child = match &opts.target {
         Target::Command(cmd) => {
+            if let Some(program) = cmd.first() {
+                go.before_spawn(&skel, program);
+            }
             skel.maps
                 .tgids
                 .update(&me.to_ne_bytes(), &[1u8], MapFlags::ANY)
@@ -121,7 +127,23 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         Target::All => "recording every process; Ctrl-C stops".to_owned(),
     });
     let mut last_snap = Instant::now() - Duration::from_secs(1);
+    let mut last_go = last_snap;
     loop {
+        // Go programs among the traced processes (new ones, and those that called exec): a
+        // new image is snapshotted at once, for its symbols if it ends soon.
+        let new_images = if !matches!(opts.target, Target::All) {
+            go.check(&skel, &traced_pids(&skel, &opts.target), progress)
+        } else if last_go.elapsed() >= Duration::from_secs(1) {
+            last_go = Instant::now();
+            go.check(&skel, &all_pids(), progress)
+        } else {
+            Vec::new()
+        };
+        for pid in new_images {
+            if let Some(s) = procfs::snapshot(pid) {
+                procs.insert(pid, s);
+            }
+        }
         // Snapshots of the traced processes, for symbols after they are gone.
         let every = if matches!(opts.target, Target::All) { 1000 } else { 50 };
         if last_snap.elapsed() >= Duration::from_millis(every) {
@@ -161,8 +183,9 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let l = std::mem::take(&mut skel.links);
     let links =
         [l.on_fork, l.on_contention_begin, l.on_contention_end, l.on_sys_enter, l.on_sys_exit];
+    let go_links = std::mem::take(&mut go.links);
     std::thread::scope(|s| {
-        for link in links.into_iter().flatten() {
+        for link in links.into_iter().flatten().chain(go_links) {
             s.spawn(move || drop(link));
         }
     });
@@ -178,6 +201,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     }
     let mut raw = read_maps(&skel)?;
     raw.procs = procs;
+    raw.go = std::mem::take(&mut go.procs);
     raw.root = root;
     raw.start_unix_ns = start_unix_ns;
     raw.end_unix_ns = unix_ns();
@@ -196,6 +220,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         empty.duration_ns = raw.duration_ns;
         empty.cpu_count = raw.cpu_count;
         empty.drops = raw.drops;
+        empty.go = raw.go.clone();
         empty.aggs.clear();
         let mut p = crate::profile::empty_profile(&empty, r);
         if let Some(first) = profiles.first_mut() {
@@ -229,6 +254,13 @@ fn children_of(pid: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Every process on the machine (for `Target::All`).
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// The processes being traced: those in the `tgids` map, or for `All`, those with aggregates.

@@ -17,6 +17,8 @@
 //! `build.rs` (clang, bpftool) into a libbpf-rs skeleton. Without them the crate still builds
 //! and [`unavailable`] says how to get eBPF support.
 
+#[cfg_attr(not(lockmeter_bpf), allow(dead_code))]
+mod golang;
 mod procfs;
 mod profile;
 
