@@ -63,10 +63,14 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     let rodata = open.maps.rodata_data.as_deref_mut().context("the BPF object has no .rodata")?;
     rodata.trace_all = matches!(opts.target, Target::All);
     rodata.self_tgid = std::process::id();
+    // Go programs' uprobes: one of the two forms of the same program (see gouprobes.rs).
+    let multi = gouprobes::uprobe_multi();
+    open.progs.go_uprobe.set_autoload(!multi);
+    open.progs.go_uprobe_multi.set_autoload(multi);
     let mut skel = open.load().context("the kernel refused the BPF programs")?;
 
     skel.attach().context("cannot attach the BPF programs")?;
-    let mut go = gouprobes::GoUprobes::new();
+    let mut go = gouprobes::GoUprobes::new(multi);
     let me = std::process::id();
     let child = match &opts.target {
         Target::Command(cmd) => {

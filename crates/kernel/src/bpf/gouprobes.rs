@@ -1,7 +1,10 @@
 //! Go programs among the traced processes: their executables are inspected (`golang.rs`) and
-//! the Go runtime's semaphore gets its uprobes (`go_wait_begin`, `go_wait_end`, `go_release` in
-//! `lockmeter.bpf.c`). Uprobes belong to a file, so every process of a traced executable is
-//! seen from the moment they are attached; the BPF side keeps to the traced processes.
+//! the Go runtime's semaphore gets its uprobes (`go_uprobe` or `go_uprobe_multi` in
+//! `lockmeter.bpf.c`, the cookie telling each site apart). Uprobes belong to a file, so every
+//! process of a traced executable is seen from the moment they are attached; the BPF side keeps
+//! to the traced processes. Where the kernel has uprobe.multi links (Linux 6.6), an executable's
+//! sites are one link: each detach of a plain uprobe waits for the kernel (about 0.1 s, one
+//! after the other), a link's detach waits once.
 //!
 //! Each Go process gets one note for its profile, said as a progress line when it is found:
 //! that its mutexes are traced (and what of them cannot be seen), or why they are not.
@@ -9,7 +12,7 @@
 use super::skel::LockmeterSkel;
 use crate::golang::{self, Inspection};
 use crate::profile::GoProc;
-use libbpf_rs::{Link, MapCore, MapFlags, UprobeOpts};
+use libbpf_rs::{Link, MapCore, MapFlags, UprobeMultiOpts, UprobeOpts};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -33,6 +36,8 @@ pub(super) struct GoUprobes {
     pub(super) links: Vec<Link>,
     /// When the recording started (boot-time clock ticks).
     start: u64,
+    /// Whether `go_uprobe_multi` is the program loaded (else `go_uprobe`).
+    multi: bool,
 }
 
 impl std::fmt::Debug for GoUprobes {
@@ -45,8 +50,9 @@ const MAX_BINS: u32 = 256;
 const SEMA_TRACED: &str = "its sync.Mutex and sync.RWMutex waits in the Go runtime's semaphore are traced with uprobes; a Lock that spins, then gets the lock without sleeping, is not seen";
 
 impl GoUprobes {
-    pub(super) fn new() -> Self {
-        GoUprobes { start: boot_ticks(), ..GoUprobes::default() }
+    /// `multi`: whether the uprobe.multi program was loaded (see [`uprobe_multi`]).
+    pub(super) fn new(multi: bool) -> Self {
+        GoUprobes { start: boot_ticks(), multi, ..GoUprobes::default() }
     }
 
     /// The command's executable, before it starts: a Go program is then traced from its first
@@ -163,37 +169,40 @@ impl GoUprobes {
             value.extend_from_slice(&v.to_ne_bytes());
         }
         skel.maps.gobins.update(&index.to_ne_bytes(), &value, MapFlags::ANY)?;
-        let progs = &skel.progs;
-        let opts = |cookie: u64| UprobeOpts { cookie, ..UprobeOpts::default() };
-        let mut links = Vec::new();
-        for (role, site) in &g.begins {
-            let cookie = u64::from(index) << 8 | *role as u64;
-            links.push(progs.go_wait_begin.attach_uprobe_with_opts(
-                -1,
-                path,
-                site.offset as usize,
-                opts(cookie),
-            )?);
+        // (file offset, cookie): the cookie is the executable's index and the site's role (the
+        // BPF side's GO_*: the wrappers' roles, 4 a wait's end, 5 a release).
+        let cookie = |role: u64| u64::from(index) << 8 | role;
+        let sites: Vec<(usize, u64)> =
+            (g.begins.iter().map(|(r, s)| (s.offset, cookie(*r as u64))))
+                .chain(g.ends.iter().map(|s| (s.offset, cookie(4))))
+                .chain(g.releases.iter().map(|s| (s.offset, cookie(5))))
+                .map(|(off, c)| (off as usize, c))
+                .collect();
+        if self.multi {
+            let opts = UprobeMultiOpts {
+                offsets: sites.iter().map(|s| s.0).collect(),
+                cookies: sites.iter().map(|s| s.1).collect(),
+                ..UprobeMultiOpts::default()
+            };
+            let prog = &skel.progs.go_uprobe_multi;
+            self.links.push(prog.attach_uprobe_multi_with_opts(-1, path, "", opts)?);
+        } else {
+            let mut links = Vec::new();
+            for (offset, cookie) in sites {
+                let opts = UprobeOpts { cookie, ..UprobeOpts::default() };
+                links.push(skel.progs.go_uprobe.attach_uprobe_with_opts(-1, path, offset, opts)?);
+            }
+            self.links.extend(links);
         }
-        for site in &g.ends {
-            links.push(progs.go_wait_end.attach_uprobe_with_opts(
-                -1,
-                path,
-                site.offset as usize,
-                opts(0),
-            )?);
-        }
-        for site in &g.releases {
-            links.push(progs.go_release.attach_uprobe_with_opts(
-                -1,
-                path,
-                site.offset as usize,
-                opts(0),
-            )?);
-        }
-        self.links.extend(links);
         Ok(())
     }
+}
+
+/// Whether the kernel has uprobe.multi links (Linux 6.6 and later).
+pub(super) fn uprobe_multi() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release.trim().split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>());
+    matches!((v.next(), v.next()), (Some(Ok(major)), Some(Ok(minor))) if (major, minor) >= (6, 6))
 }
 
 /// `go1.26.8` -> `1.26.8`.

@@ -559,9 +559,11 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 /* ---- Go: sync.Mutex / sync.RWMutex waits in the Go runtime's semaphore (uprobes) ----
  *
  * User space (golang.rs) finds, in each traced Go executable, the entry of the runtime's
- * semacquire wrappers (wait begins: go_wait_begin, the attach cookie says which wrapper and
- * which executable), the instruction after each wrapper's call of runtime.semacquire1 (wait
- * ends: go_wait_end) and the entry of runtime_Semrelease (a holder wakes a waiter: go_release).
+ * semacquire wrappers (a wait begins), the instruction after each wrapper's call of
+ * runtime.semacquire1 (the wait ends) and the entry of runtime_Semrelease (a holder wakes a
+ * waiter). One program serves them all: the attach cookie says which site it is (low byte)
+ * and which executable (the rest). It is attached as one uprobe.multi link per executable where
+ * the kernel has them (one detach), else as plain uprobes.
  * Go's register ABI (amd64): arguments in RAX, RBX, ...; the current goroutine (g) in R14.
  * Goroutines move between threads, so a wait is keyed by goroutine, not by thread. */
 
@@ -572,6 +574,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 #define GO_MUTEX 1      /* (*Mutex).lockSlow: the semaphore is Mutex.sema (+4) */
 #define GO_RWMUTEX_R 2  /* (*RWMutex).RLock: RWMutex.readerSem (+12) */
 #define GO_RWMUTEX_W 3  /* (*RWMutex).Lock waiting for readers: RWMutex.writerSem (+8) */
+#define GO_END 4        /* after a wrapper's call of runtime.semacquire1 */
+#define GO_RELEASE 5    /* runtime_Semrelease */
 #define MAX_GO_BINS 256
 
 /* Per traced Go executable (index: the cookie >> 8): virtual addresses in the file. */
@@ -639,19 +643,17 @@ static __always_inline void account_more(struct agg_key *k, __u64 old, __u64 ns)
 	}
 }
 
-SEC("uprobe")
-int go_wait_begin(struct pt_regs *ctx)
-{
 #if defined(__TARGET_ARCH_x86)
+static __always_inline void go_wait_begin(struct pt_regs *ctx, __u64 cookie)
+{
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	if (!traced(tgid))
-		return 0;
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+		return;
 	__u32 role = cookie & 0xff, bin = cookie >> 8;
 	struct go_bin *b = bpf_map_lookup_elem(&gobins, &bin);
 	if (!b || role < GO_MUTEX || role > GO_RWMUTEX_W)
-		return 0;
+		return;
 	__u64 sema = ctx->ax;
 	bool lifo = (ctx->bx & 0xff) != 0;
 	struct go_key gk = { .tgid = tgid, .g = ctx->r14 };
@@ -696,19 +698,15 @@ int go_wait_begin(struct pt_regs *ctx)
 	}
 	if (bpf_map_update_elem(&gowait, &gk, &w, BPF_ANY))
 		drop(D_TASK);
-#endif
-	return 0;
 }
 
-SEC("uprobe")
-int go_wait_end(struct pt_regs *ctx)
+static __always_inline void go_wait_end(struct pt_regs *ctx)
 {
-#if defined(__TARGET_ARCH_x86)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct go_key gk = { .tgid = tgid, .g = ctx->r14 };
 	struct go_wait *w = bpf_map_lookup_elem(&gowait, &gk);
 	if (!w)
-		return 0;
+		return;
 	struct go_wait done = *w;
 	bpf_map_delete_elem(&gowait, &gk);
 	__u64 ns = bpf_ktime_get_ns() - done.ts;
@@ -725,25 +723,47 @@ int go_wait_end(struct pt_regs *ctx)
 	}
 	done.accounted = ns;
 	bpf_map_update_elem(&golast, &gk, &done, BPF_ANY);
-#endif
-	return 0;
 }
 
-SEC("uprobe")
-int go_release(struct pt_regs *ctx)
+static __always_inline void go_release(struct pt_regs *ctx)
 {
-#if defined(__TARGET_ARCH_x86)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!traced(tgid))
-		return 0;
+		return;
 	struct wake_key k = { .uaddr = ctx->ax, .tgid = tgid };
 	struct waker wk = {};
 	wk.stack = stack_id(ctx, BPF_F_USER_STACK);
 	if (bpf_probe_read_user(&wk.leaf, sizeof(wk.leaf), (void *)ctx->sp))
 		wk.leaf = 0;
 	bpf_map_update_elem(&lastwake, &k, &wk, BPF_ANY);
+}
+#endif
+
+static __always_inline int go_site(struct pt_regs *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 role = cookie & 0xff;
+	if (role == GO_END)
+		go_wait_end(ctx);
+	else if (role == GO_RELEASE)
+		go_release(ctx);
+	else
+		go_wait_begin(ctx, cookie);
 #endif
 	return 0;
+}
+
+SEC("uprobe")
+int go_uprobe(struct pt_regs *ctx)
+{
+	return go_site(ctx);
+}
+
+SEC("uprobe.multi")
+int go_uprobe_multi(struct pt_regs *ctx)
+{
+	return go_site(ctx);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
