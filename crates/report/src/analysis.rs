@@ -373,8 +373,8 @@ fn is_system_module(m: &str) -> bool {
 
 /// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
 /// outside the C library (frames[0] is already the caller of the lock function). A futex word
-/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`. `None` when
-/// that frame has no function name.
+/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`, a Go mutex
+/// `go-mutex 0x… first waited at <function>`. `None` when that frame has no function name.
 fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<String> {
     let f = frames
         .iter()
@@ -383,6 +383,9 @@ fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<Stri
     let func = f.function.as_ref()?;
     let what = match kind {
         LockKind::Futex => format!("futex {address:#x} first waited at"),
+        LockKind::GoMutex | LockKind::GoRwMutex => {
+            format!("{} {address:#x} first waited at", kind.as_str())
+        }
         _ => "heap lock first used at".to_owned(),
     };
     Some(match f.short_location() {
