@@ -137,7 +137,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         // new image is snapshotted at once, for its symbols if it ends soon.
         let new_images = if !matches!(opts.target, Target::All) {
             go.check(&skel, &traced_pids(&skel, &opts.target), progress)
-        } else if last_go.elapsed() >= Duration::from_secs(1) {
+        } else if last_go.elapsed() >= Duration::from_millis(250) {
             last_go = Instant::now();
             go.check(&skel, &all_pids(), progress)
         } else {

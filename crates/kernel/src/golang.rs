@@ -75,16 +75,17 @@ pub(crate) enum Inspection {
     Unsupported { version: Option<String>, why: String },
 }
 
-/// Reads and inspects the file at `path` (`NotGo` when it cannot be read or is not ELF).
+/// Inspects the file at `path` (`NotGo` when it cannot be read or is not ELF), reading only the
+/// parts it needs: little of a program that is not Go.
 pub(crate) fn inspect_file(path: &std::path::Path) -> Inspection {
-    match std::fs::read(path) {
-        Ok(data) => inspect(&data),
+    match std::fs::File::open(path) {
+        Ok(f) => inspect(&object::ReadCache::new(f)),
         Err(_) => Inspection::NotGo,
     }
 }
 
-/// Inspects an executable's bytes.
-pub(crate) fn inspect(data: &[u8]) -> Inspection {
+/// Inspects an executable.
+pub(crate) fn inspect<'d, R: object::ReadRef<'d>>(data: R) -> Inspection {
     let Ok(file) = object::File::parse(data) else { return Inspection::NotGo };
     let buildinfo = file.section_by_name(".go.buildinfo").and_then(|s| s.data().ok());
     let has_runtime_main = || file.symbols().any(|s| s.name() == Ok("runtime.main"));
@@ -182,7 +183,11 @@ pub(crate) fn inspect(data: &[u8]) -> Inspection {
 }
 
 /// The bytes of `[addr, addr + size)` and the file offset of `addr`.
-fn code_at<'d>(file: &object::File<'d>, addr: u64, size: u64) -> Option<(&'d [u8], u64)> {
+fn code_at<'d, R: object::ReadRef<'d>>(
+    file: &object::File<'d, R>,
+    addr: u64,
+    size: u64,
+) -> Option<(&'d [u8], u64)> {
     let sec = file.sections().find(|s| addr >= s.address() && addr < s.address() + s.size())?;
     let (off, _) = sec.file_range()?;
     let data = sec.data().ok()?;
@@ -193,7 +198,10 @@ fn code_at<'d>(file: &object::File<'d>, addr: u64, size: u64) -> Option<(&'d [u8
 
 /// File offset ranges of the code of the packages `runtime`, `sync` and `internal/sync`, adjacent
 /// functions merged.
-fn runtime_code(file: &object::File<'_>, funcs: &[(u64, u64, &str)]) -> Vec<(u64, u64)> {
+fn runtime_code<'d, R: object::ReadRef<'d>>(
+    file: &object::File<'d, R>,
+    funcs: &[(u64, u64, &str)],
+) -> Vec<(u64, u64)> {
     let is_runtime =
         |n: &str| ["runtime.", "sync.", "internal/sync."].iter().any(|p| n.starts_with(p));
     let mut ranges: Vec<(u64, u64)> = Vec::new();
@@ -341,7 +349,9 @@ mod tests {
     #[test]
     fn go_programs_are_inspected() {
         let Some(exe) = build_go("gomutex", &[]) else { return };
-        let Inspection::Go(g) = inspect(&exe) else { panic!("{:?}", inspect(&exe)) };
+        let Inspection::Go(g) = inspect(exe.as_slice()) else {
+            panic!("{:?}", inspect(exe.as_slice()))
+        };
         assert!(g.version.starts_with("go1."), "{}", g.version);
         let roles: Vec<Role> = g.begins.iter().map(|b| b.0).collect();
         assert_eq!(roles, [Role::Mutex, Role::RwRead, Role::RwWrite]);
@@ -360,11 +370,13 @@ mod tests {
         }
         // Position-independent: the same sites, at other addresses.
         let Some(pie) = build_go("gomutex-pie", &["-buildmode=pie"]) else { return };
-        let Inspection::Go(p) = inspect(&pie) else { panic!("{:?}", inspect(&pie)) };
+        let Inspection::Go(p) = inspect(pie.as_slice()) else {
+            panic!("{:?}", inspect(pie.as_slice()))
+        };
         assert_eq!(p.begins.len(), 3);
         // Stripped of its symbol table: said so.
         let Some(stripped) = build_go("gomutex-s", &["-ldflags=-s"]) else { return };
-        match inspect(&stripped) {
+        match inspect(stripped.as_slice()) {
             Inspection::Unsupported { version: Some(v), why } => {
                 assert_eq!(v, g.version);
                 assert!(why.contains("no symbol table"), "{why}");
@@ -375,8 +387,11 @@ mod tests {
 
     #[test]
     fn not_go() {
-        assert_eq!(inspect(b"#!/bin/sh\n"), Inspection::NotGo);
+        assert_eq!(inspect(&b"#!/bin/sh\n"[..]), Inspection::NotGo);
         let me = std::fs::read("/proc/self/exe").unwrap();
-        assert_eq!(inspect(&me), Inspection::NotGo);
+        assert_eq!(inspect(me.as_slice()), Inspection::NotGo);
+        let me = std::path::Path::new("/proc/self/exe");
+        assert_eq!(inspect_file(me), Inspection::NotGo);
+        assert_eq!(inspect_file(std::path::Path::new("/nonexistent")), Inspection::NotGo);
     }
 }
