@@ -133,6 +133,15 @@ pub(crate) fn inspect<'d, R: object::ReadRef<'d>>(data: R) -> Inspection {
     let Some(&(semacquire1, _)) = by_name.get("runtime.semacquire1") else {
         return unsupported("runtime.semacquire1 is not in its symbol table".into());
     };
+    // A runtime whose RWMutex waits in the Mutex wrapper would have them taken for Mutex waits
+    // at another address: RWMutex.Lock without its own wrapper is a runtime not known here.
+    if by_name.contains_key("sync.(*RWMutex).Lock")
+        && !by_name.contains_key("sync.runtime_SemacquireRWMutex")
+    {
+        return unsupported(
+            "its sync.RWMutex has no wait function of its own (an unknown runtime)".into(),
+        );
+    }
     let mut exe = GoExe {
         version: v.clone(),
         begins: Vec::new(),
