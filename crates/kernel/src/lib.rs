@@ -25,7 +25,7 @@ mod profile;
 #[cfg(lockmeter_bpf)]
 mod bpf;
 
-pub use profile::{Raw, RawAgg, RawProc, build_profiles};
+pub use profile::{GoProc, Raw, RawAgg, RawProc, build_profiles};
 
 use std::ffi::OsString;
 use std::time::Duration;

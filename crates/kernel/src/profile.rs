@@ -36,7 +36,7 @@ pub struct RawAgg {
     /// thread that woke the word before the wait ended.
     pub other: Vec<u64>,
     /// The return address a leaf function left for `stack`'s user part (0: none); kept only
-    /// when [`is_return_address`] confirms it.
+    /// when `is_return_address` confirms it.
     pub leaf: u64,
     /// The same for `other`.
     pub oleaf: u64,
