@@ -1,12 +1,12 @@
 //! `lockmeter record` (the eBPF collector) against ground truth: programs that count their own
-//! futex waits, Rust std locks, a static binary, and kernel-lock contention counted by perf on
-//! the same tracepoint in the same run.
+//! futex waits, Rust std locks, a static binary, kernel-lock contention counted by perf on the
+//! same tracepoint in the same run, and Go mutexes (programs/gomutex, built with `go build`).
 //!
 //! eBPF needs root (or CAP_BPF + CAP_PERFMON): without it these tests print why they skip.
 
 mod common;
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Why eBPF tests cannot run here, or `None` when they can.
@@ -139,6 +139,131 @@ fn rust_std_locks_are_named_by_their_statics() {
     // The waiter's stack goes through std's futex mutex, named by the symbolizer.
     let waiters = hot["waiters"].to_string();
     p.check(waiters.contains("futex"), "HOT: the waiter stacks do not show std's futex path");
+}
+
+/// `go build`s `tests/programs/NAME/main.go` into the scratch directory with extra flags; `None`
+/// (and a printed reason) without `go`.
+fn go_build(s: &Scratch, name: &str, out: &str, flags: &[&str], test: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(name);
+    let exe = s.path(out);
+    let ran = Command::new("go")
+        .arg("build")
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(src.join("main.go"))
+        .current_dir(&s.dir)
+        .env("GOFLAGS", "")
+        .output();
+    let Ok(ran) = ran else {
+        eprintln!("SKIPPED {test}: no `go` to build {}", src.display());
+        return None;
+    };
+    assert!(
+        ran.status.success(),
+        "go build {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    Some(exe)
+}
+
+/// The number after `name` in a program's output.
+fn field(stdout: &str, name: &str) -> u64 {
+    let w: Vec<&str> = stdout.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == name).unwrap_or_else(|| panic!("no {name} in {stdout}"));
+    w[i + 1].parse().unwrap()
+}
+
+/// gomutex's exact phases make each of its Lock/RLock calls on hot, table and twice wait in the
+/// Go runtime's semaphore exactly once (twice's sleeps twice in one call: one contended
+/// acquisition), and nothing else waits on them: those counts are exact. How many of busy's
+/// Lock calls slept is unknowable; each is counted at most once however often it slept.
+#[test]
+fn go_mutexes_are_counted_exactly_with_goroutine_stacks() {
+    let test = "go_mutexes_are_counted_exactly_with_goroutine_stacks";
+    let s = Scratch::new("rec-go");
+    need_ebpf!(s, "go_mutexes_are_counted_exactly_with_goroutine_stacks");
+    let Some(exe) = go_build(&s, "gomutex", "gomutex", &[], test) else { return };
+    let ran = record(&s, "g.lmp", &[], &exe, &["5", "4", "4", "200"]);
+    ran.expect_code(0);
+    let out = &ran.stdout;
+    let p = Profile::load(&s.path("g.lmp"), &ran);
+    p.check_consistency();
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    // The note says what is traced, and that it was from the program's start.
+    let notes = p.json["notes"].to_string();
+    p.check(notes.contains("is a Go 1.") && notes.contains("traced with uprobes"), "no Go note");
+    p.check(!notes.contains("before lockmeter found it"), "the command was traced late");
+    p.check(ran.stderr.contains("traced with uprobes"), "no progress line about Go");
+
+    let hot = p.lock("main.hot");
+    p.eq("hot: kind", sf(hot, "kind"), Some("go-mutex"));
+    p.eq("hot: origin", sf(hot, "origin"), Some("go"));
+    p.eq("hot: contended", u(hot, "contended"), field(out, "hot_waits"));
+    p.eq("hot: acquisitions", u(hot, "acquisitions"), field(out, "hot_waits"));
+    // Goroutine stacks: they start at the function that called Lock, and go on to its caller
+    // (the goroutine's closure in main.main) and the goroutine's start.
+    for w in hot["waiters"].as_array().into_iter().flatten() {
+        let funcs: Vec<&str> =
+            w["stack"].as_array().into_iter().flatten().filter_map(|f| sf(f, "function")).collect();
+        p.check(
+            funcs.first() == Some(&"main.lockHot")
+                && funcs.get(1).is_some_and(|f| f.starts_with("main.main.func"))
+                && funcs.last().is_some_and(|f| f.starts_with("runtime.goexit")),
+            format!("hot: a waiter stack is not the goroutine's: {funcs:?}"),
+        );
+    }
+    // Who woke the waiters: the holder's unlock in main.main (each round) and in lockHot.
+    let pairs = hot["pairs"].to_string();
+    p.check(pairs.contains("main.main") && pairs.contains("main.lockHot"), "hot: holders");
+
+    let table = p.lock("main.table");
+    p.eq("table: kind", sf(table, "kind"), Some("go-rwmutex"));
+    let (reads, writes) = (field(out, "table_read_waits"), field(out, "table_write_waits"));
+    p.eq("table: read waits", u(table, "read_acquisitions"), reads);
+    // Writers behind readers and writers behind a writer (in the RWMutex's inner mutex).
+    p.eq("table: write waits", u(table, "write_acquisitions"), writes);
+    p.eq("table: contended", u(table, "contended"), reads + writes);
+
+    let twice = p.lock("main.twice");
+    p.check(
+        field(out, "twice_sleeps") > field(out, "twice_waits"),
+        "twice: no Lock call slept twice, so this run did not test it",
+    );
+    p.eq(
+        "twice: contended (Lock calls, not sleeps)",
+        u(twice, "contended"),
+        field(out, "twice_waits"),
+    );
+
+    let busy = p.lock("main.busy");
+    p.check(u(busy, "contended") > 0, "busy: no wait seen");
+    p.check(u(busy, "contended") <= field(out, "busy_locks"), "busy: more waits than Lock calls");
+}
+
+/// A Go program whose mutexes cannot be traced (no symbol table) is said to be one, in the
+/// progress line and in the profile, and its futex waits are still recorded.
+#[test]
+fn a_stripped_go_program_is_said_to_be_untraced() {
+    let test = "a_stripped_go_program_is_said_to_be_untraced";
+    let s = Scratch::new("rec-go-s");
+    need_ebpf!(s, "a_stripped_go_program_is_said_to_be_untraced");
+    let Some(exe) = go_build(&s, "gomutex", "gomutex-s", &["-ldflags=-s"], test) else { return };
+    let ran = record(&s, "s.lmp", &[], &exe, &["1", "2", "2", "10"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("s.lmp"), &ran);
+    p.check_consistency();
+    let why = "whose sync.Mutex and sync.RWMutex waits were not traced: it has no symbol table";
+    let lines: Vec<&str> = ran.stderr.lines().filter(|l| l.contains(why)).collect();
+    p.eq("progress lines saying why", lines.len(), 1);
+    let notes: Vec<&str> =
+        p.json["notes"].as_array().into_iter().flatten().filter_map(|n| n.as_str()).collect();
+    p.check(notes.iter().any(|n| n.contains(why)), "no note saying why");
+    p.check(
+        p.locks().iter().all(|l| sf(l, "origin") != Some("go")),
+        "Go locks from a program that could not be traced",
+    );
 }
 
 /// `N,,lock:contention_end,...` from `perf stat -x,`.

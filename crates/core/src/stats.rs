@@ -38,10 +38,15 @@ pub enum LockKind {
     KernelPercpuRwsem = 12,
     /// A kernel counting semaphore (`struct semaphore`).
     KernelSemaphore = 13,
+    /// A Go `sync.Mutex`, seen by the kernel collector's uprobes on the Go runtime (its waits in
+    /// the runtime's semaphore).
+    GoMutex = 14,
+    /// A Go `sync.RWMutex` (read waits, and write waits for readers or another writer).
+    GoRwMutex = 15,
 }
 
 /// Every lock kind, in code order.
-pub const LOCK_KINDS: [LockKind; 13] = [
+pub const LOCK_KINDS: [LockKind; 15] = [
     LockKind::Mutex,
     LockKind::RwLock,
     LockKind::SpinLock,
@@ -55,6 +60,8 @@ pub const LOCK_KINDS: [LockKind; 13] = [
     LockKind::KernelRtMutex,
     LockKind::KernelPercpuRwsem,
     LockKind::KernelSemaphore,
+    LockKind::GoMutex,
+    LockKind::GoRwMutex,
 ];
 
 impl LockKind {
@@ -63,8 +70,8 @@ impl LockKind {
         LOCK_KINDS.into_iter().find(|k| *k as u8 == v)
     }
     /// Where locks of this kind are seen from: `preload` (the LD_PRELOAD collector), `futex`
-    /// and `kernel` (the eBPF collector), `library`
-    /// (`Metered<L>` in a program).
+    /// and `kernel` (the eBPF collector), `go` (the eBPF collector's uprobes on the Go runtime),
+    /// `library` (`Metered<L>` in a program).
     pub fn origin(self) -> &'static str {
         match self {
             LockKind::Mutex | LockKind::RwLock | LockKind::SpinLock | LockKind::Semaphore => {
@@ -72,6 +79,7 @@ impl LockKind {
             }
             LockKind::Library => "library",
             LockKind::Futex => "futex",
+            LockKind::GoMutex | LockKind::GoRwMutex => "go",
             _ => "kernel",
         }
     }
@@ -92,6 +100,8 @@ impl LockKind {
             LockKind::KernelRtMutex => "kernel-rtmutex",
             LockKind::KernelPercpuRwsem => "kernel-percpu-rwsem",
             LockKind::KernelSemaphore => "kernel-semaphore",
+            LockKind::GoMutex => "go-mutex",
+            LockKind::GoRwMutex => "go-rwmutex",
         }
     }
 }
@@ -350,6 +360,9 @@ mod tests {
         assert_eq!(LockKind::from_u8(5), Some(LockKind::Semaphore));
         assert_eq!(LockKind::Semaphore.as_str(), "semaphore");
         assert_eq!(LockKind::Semaphore.origin(), "preload");
+        assert_eq!(LockKind::from_u8(14), Some(LockKind::GoMutex));
+        assert_eq!(LockKind::GoRwMutex.as_str(), "go-rwmutex");
+        assert_eq!(LockKind::GoMutex.origin(), "go");
         for m in [Mode::Exclusive, Mode::Read, Mode::Write] {
             assert_eq!(Mode::from_u8(m as u8), Some(m));
         }

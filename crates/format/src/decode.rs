@@ -516,6 +516,10 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
             }
             tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),
             tag::EVENT => p.events.push(decode_event(&mut c).map_err(at)?),
+            tag::NOTE => {
+                let len = c.u32().map_err(at)?;
+                p.notes.push(c.lossy(len, "text").map_err(at)?);
+            }
             t if fr.flags & flags::CRITICAL != 0 => return Err(at(K::NeedsNewer { tag: t })),
             _ => {} // unknown, skippable
         }

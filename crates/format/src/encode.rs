@@ -724,6 +724,15 @@ impl<S: Sink> Encoder<S> {
         self.emit(tag::EVENT, 0, &mut r, &[], false)
     }
 
+    /// A NOTE record: one sentence about what the collector could not see.
+    pub fn note(&mut self, text: &[u8]) -> Result<(), EncodeError> {
+        let mut t = false;
+        let text = cap(text, &mut t);
+        let mut r = Rec::new();
+        r.len32(text);
+        self.emit(tag::NOTE, 0, &mut r, &[text], t)
+    }
+
     /// Writes what did not fit. At most once.
     pub fn dropped(&mut self, d: &Dropped) -> Result<(), EncodeError> {
         self.check()?;
@@ -841,6 +850,9 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
     }
     for ev in &p.events {
         e.event(ev)?;
+    }
+    for n in &p.notes {
+        e.note(n.as_bytes())?;
     }
     e.dropped(&p.dropped)?;
     e.overhead(&p.overhead)?;

@@ -59,6 +59,8 @@ pub mod tag {
     pub const EVENT: u16 = 0x000A;
     /// Kernel sleeps of a lock metered in user space ([`crate::LockSleep`]).
     pub const LOCK_SLEEP: u16 = 0x000B;
+    /// One sentence about what the collector could not see in this process.
+    pub const NOTE: u16 = 0x000C;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -76,6 +78,7 @@ pub mod tag {
             STACK => "stack",
             EVENT => "event",
             LOCK_SLEEP => "lock sleep",
+            NOTE => "note",
             END => "end",
             _ => "unknown",
         }

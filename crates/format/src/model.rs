@@ -33,6 +33,9 @@ pub struct Profile {
     pub dropped: Dropped,
     /// The profiler's own cost.
     pub overhead: Overhead,
+    /// What the collector could not see in this process, one sentence each (e.g. a Go program
+    /// whose mutexes could not be traced); the report shows them as notes.
+    pub notes: Vec<String>,
 }
 
 /// How the collector timed holds.

@@ -24,6 +24,8 @@ mod skel {
 }
 use skel::LockmeterSkelBuilder;
 
+mod gouprobes;
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -82,6 +84,10 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         open.progs.on_futex_waitv_enter.set_autoload(false);
         open.progs.on_futex_waitv_exit.set_autoload(false);
     }
+    // Go programs' uprobes: one of the two forms of the same program (see gouprobes.rs).
+    let multi = gouprobes::uprobe_multi();
+    open.progs.go_uprobe.set_autoload(!multi);
+    open.progs.go_uprobe_multi.set_autoload(multi);
     let mut skel = open.load().context("the kernel refused the BPF programs")?;
 
     skel.attach().context("cannot attach the BPF programs")?;
@@ -97,9 +103,13 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
             .with_context(|| format!("cannot attach a uprobe to {}", lib.display()))?;
         skel.links.on_thread_held = Some(link);
     }
+    let mut go = gouprobes::GoUprobes::new(multi);
     let me = std::process::id();
     let child = match &opts.target {
         Target::Command(cmd) => {
+            if let Some(program) = cmd.first() {
+                go.before_spawn(&skel, program);
+            }
             skel.maps
                 .tgids
                 .update(&me.to_ne_bytes(), &[1u8], MapFlags::ANY)
@@ -154,7 +164,23 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         Target::All => "recording every process; Ctrl-C stops".to_owned(),
     });
     let mut last_snap = Instant::now() - Duration::from_secs(1);
+    let mut last_go = last_snap;
     loop {
+        // Go programs among the traced processes (new ones, and those that called exec): a
+        // new image is snapshotted at once, for its symbols if it ends soon.
+        let new_images = if !matches!(opts.target, Target::All) {
+            go.check(&skel, &traced_pids(&skel, &opts.target), progress)
+        } else if last_go.elapsed() >= Duration::from_millis(250) {
+            last_go = Instant::now();
+            go.check(&skel, &all_pids(), progress)
+        } else {
+            Vec::new()
+        };
+        for pid in new_images {
+            if let Some(s) = procfs::snapshot(pid) {
+                procs.insert(pid, s);
+            }
+        }
         // Snapshots of the traced processes, for symbols after they are gone.
         let every = if matches!(opts.target, Target::All) { 1000 } else { 50 };
         if last_snap.elapsed() >= Duration::from_millis(every) {
@@ -194,6 +220,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
         bss.stopped = 1;
     }
+    let go_links = std::mem::take(&mut go.links);
     // SAFETY: restoring the dispositions saved above.
     unsafe {
         libc::signal(libc::SIGINT, old_int);
@@ -206,6 +233,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     }
     let mut raw = read_maps(&skel)?;
     raw.procs = procs;
+    raw.go = std::mem::take(&mut go.procs);
     raw.root = root;
     raw.start_unix_ns = start_unix_ns;
     raw.end_unix_ns = unix_ns();
@@ -224,6 +252,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         empty.duration_ns = raw.duration_ns;
         empty.cpu_count = raw.cpu_count;
         empty.drops = raw.drops;
+        empty.go = raw.go.clone();
         empty.aggs.clear();
         let mut p = crate::profile::empty_profile(&empty, r);
         if let Some(first) = profiles.first_mut() {
@@ -231,7 +260,7 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         }
         profiles.insert(0, p);
     }
-    detach_in_background(skel);
+    detach_in_background(skel, go_links);
     if !has_futex2 || !has_waitv {
         progress(
             "this kernel lacks the futex_wait/futex_wake or futex_waitv tracepoints: those calls were not seen",
@@ -244,10 +273,11 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
 /// grace period each (tens of ms on a small VM). A child process takes over our references to
 /// every descriptor; ours are closed at once, and the child, when released, exits and pays the
 /// waits where nobody waits for it.
-fn detach_in_background(skel: skel::LockmeterSkel<'_>) {
+fn detach_in_background(skel: skel::LockmeterSkel<'_>, more: Vec<libbpf_rs::Link>) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        drop(more);
         drop(skel);
         return;
     }
@@ -265,6 +295,7 @@ fn detach_in_background(skel: skel::LockmeterSkel<'_>) {
             libc::_exit(0);
         }
     }
+    drop(more);
     drop(skel);
     // SAFETY: closing our pipe ends releases the child (EOF); it is reaped by init or by us.
     unsafe {
@@ -299,6 +330,13 @@ fn children_of(pid: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Every process on the machine (for `Target::All`).
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// The processes being traced: those in the `tgids` map, or for `All`, those with aggregates.

@@ -17,13 +17,15 @@
 //! `build.rs` (clang, bpftool) into a libbpf-rs skeleton. Without them the crate still builds
 //! and [`unavailable`] says how to get eBPF support.
 
+#[cfg_attr(not(lockmeter_bpf), allow(dead_code))]
+mod golang;
 mod procfs;
 mod profile;
 
 #[cfg(lockmeter_bpf)]
 mod bpf;
 
-pub use profile::{Raw, RawAgg, RawPreempt, RawProc, build_profiles};
+pub use profile::{GoProc, Raw, RawAgg, RawPreempt, RawProc, build_profiles};
 
 use std::ffi::OsString;
 use std::time::Duration;

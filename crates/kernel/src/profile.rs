@@ -96,6 +96,40 @@ pub struct Raw {
     pub duration_ns: u64,
     /// Online CPUs.
     pub cpu_count: u32,
+    /// The Go programs among the processes, by pid.
+    pub go: HashMap<u32, GoProc>,
+}
+
+/// A Go program: where its runtime's code is, and what its profile says about Go tracing.
+#[derive(Debug, Clone, Default)]
+pub struct GoProc {
+    /// Its executable, as its memory map names it.
+    pub exe: String,
+    /// File offset ranges `[start, end)` of the code of the packages runtime, sync and
+    /// internal/sync, sorted: a goroutine stack's frames there are how it waited, not where.
+    pub runtime_code: Vec<(u64, u64)>,
+    /// One sentence for the profile's notes: its mutexes are traced (and what cannot be seen of
+    /// them), or why they are not.
+    pub note: String,
+}
+
+impl GoProc {
+    /// Whether `addr` lies in the Go runtime's or the sync packages' code of this executable.
+    fn is_runtime(&self, maps: &[MapEntry], addr: u64) -> bool {
+        let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end && m.path == self.exe)
+        else {
+            return false;
+        };
+        let off = addr - m.start + m.offset;
+        let i = self.runtime_code.partition_point(|r| r.0 <= off);
+        i > 0 && off < self.runtime_code[i - 1].1
+    }
+}
+
+/// Whether waits of this kind are a program's waits seen from user space (futex words, Go
+/// mutexes), rather than kernel locks.
+fn is_user_kind(kind: LockKind) -> bool {
+    matches!(kind, LockKind::Futex | LockKind::GoMutex | LockKind::GoRwMutex)
 }
 
 /// Whether a kernel function is part of the locking code itself (skipped to find the caller).
@@ -244,7 +278,7 @@ pub fn build_profiles(raw: &Raw, ks: &Kallsyms, frames: usize) -> Vec<Profile> {
         .iter()
         .map(|a| {
             let mut a = a.clone();
-            if a.kind != LockKind::Futex {
+            if !is_user_kind(a.kind) {
                 a.stack = without_tracing_frames(&a.stack, ks);
             }
             a
@@ -301,6 +335,7 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
             end_reason: EndReason::Exit,
         },
         maps: snap.maps.clone(),
+        notes: raw.go.get(&pid).map(|g| g.note.clone()).into_iter().collect(),
         ..Profile::default()
     };
     let mut threads: HashMap<u32, u32> = HashMap::new();
@@ -323,7 +358,7 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
             p.threads.push(ThreadInfo { index, tid: a.tid, name });
             index
         });
-        let kernel = a.kind != LockKind::Futex;
+        let kernel = !is_user_kind(a.kind);
         let new_lock = !locks.contains_key(&(a.addr, a.kind));
         let lock = *locks.entry((a.addr, a.kind)).or_insert_with(|| {
             let id = p.locks.len() as u32 + 1;
@@ -366,17 +401,23 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
             all.extend(&other);
             (all, site, None)
         } else {
+            // A Go mutex's stacks start in the Go runtime and the sync package instead.
+            let go = raw.go.get(&pid).filter(|_| a.kind != LockKind::Futex);
+            let system = |f: u64| match go {
+                Some(g) => g.is_runtime(&snap.maps, f),
+                None => in_libc(&snap.maps, f),
+            };
             let site = waiter
                 .iter()
                 .copied()
-                .find(|&f| !in_libc(&snap.maps, f))
+                .find(|&f| !system(f))
                 .or(waiter.first().copied())
                 .unwrap_or(0);
             // As the preload's stacks start at the caller of the lock function, a futex stack
             // starts at the first frame outside the C library (the C library's futex wrappers
             // are how, not where); a stack that never leaves it is kept whole.
             let user_part = |st: Vec<u64>| -> Vec<u64> {
-                match st.iter().position(|&f| !in_libc(&snap.maps, f)) {
+                match st.iter().position(|&f| !system(f)) {
                     Some(i) => st[i..].to_vec(),
                     None => st,
                 }
@@ -573,6 +614,69 @@ mod tests {
         assert_eq!(p.dropped.acquisitions, 1);
         assert_eq!(p.dropped.stacks, 2);
         // It survives the file format.
+        let back = lockmeter_format::read_profile(&lockmeter_format::to_bytes(p).unwrap()).unwrap();
+        assert_eq!(&back, p);
+    }
+
+    #[test]
+    fn go_mutex_stacks_start_at_the_programs_own_code() {
+        // The executable is mapped at 0x400000 from file offset 0; the runtime and sync code
+        // is at file offsets [0x1000, 0x3000) and [0x8000, 0x8100).
+        let exe = "/srv/app".to_owned();
+        let mut raw = Raw { root: Some(100), cpu_count: 2, ..Raw::default() };
+        let maps = vec![MapEntry {
+            start: 0x400000,
+            end: 0x500000,
+            offset: 0,
+            perms: "r-xp".into(),
+            path: exe.clone(),
+        }];
+        raw.procs.insert(100, Snapshot { maps, exe: exe.clone(), ..Snapshot::default() });
+        let note = "/srv/app (pid 100) is a Go 1.26.8 program: its waits are traced".to_owned();
+        raw.go.insert(
+            100,
+            GoProc {
+                exe,
+                runtime_code: vec![(0x1000, 0x3000), (0x8000, 0x8100)],
+                note: note.clone(),
+            },
+        );
+        // semacquire wrapper, lockSlow, main.worker, main.main, runtime.goexit.
+        let waiter = vec![0x401000, 0x402345, 0x404010, 0x404567, 0x408010];
+        // Semrelease wrapper, unlockSlow, main.worker.
+        let waker = vec![0x401100, 0x402400, 0x404020];
+        let mut a = agg(LockKind::GoMutex, 0x5afe38, 101, waiter, waker);
+        a.mode = Mode::Exclusive;
+        let mut r = agg(LockKind::GoRwMutex, 0x5b00b0, 102, vec![0x401200, 0x404100], vec![]);
+        r.mode = Mode::Read;
+        raw.aggs.push(a);
+        raw.aggs.push(r);
+        let ps = build_profiles(&raw, &Kallsyms::default(), 16);
+        assert_eq!(ps.len(), 1);
+        let p = &ps[0];
+        assert_eq!(p.notes, vec![note]);
+        assert_eq!(p.locks.len(), 2);
+        assert_eq!((p.locks[0].kind, p.locks[0].name.as_deref()), (LockKind::GoMutex, None));
+        assert_eq!(p.locks[1].kind, LockKind::GoRwMutex);
+        // The site is the program's function that called Lock; the stack starts there and keeps
+        // the runtime frames after it (goexit).
+        let rec = p.records.iter().find(|r| r.lock == 1).unwrap();
+        assert_eq!((rec.site, rec.mode, rec.stats.contended), (0x404010, Mode::Exclusive, 3));
+        let e = p.events.iter().find(|e| e.lock == 1 && e.kind == EventKind::Contended).unwrap();
+        let frames = |id: u32| p.stacks.iter().find(|s| s.id == id).unwrap().frames.clone();
+        assert_eq!(frames(e.stack), vec![0x404010, 0x404567, 0x408010]);
+        assert_eq!(frames(e.holder_stack.unwrap()), vec![0x404020]);
+        assert_eq!(e.holder_site, 0x404020);
+        let rec = p.records.iter().find(|r| r.lock == 2).unwrap();
+        assert_eq!((rec.site, rec.mode), (0x404100, Mode::Read));
+        // A futex wait of the same process keeps the futex rules: its own frames are not
+        // trimmed as the Go runtime's.
+        let mut raw2 = Raw { root: Some(100), ..Raw::default() };
+        raw2.procs = raw.procs.clone();
+        raw2.go = raw.go.clone();
+        raw2.aggs.push(agg(LockKind::Futex, 0x600000, 101, vec![0x401000, 0x404010], vec![]));
+        let p = &build_profiles(&raw2, &Kallsyms::default(), 16)[0];
+        assert_eq!(p.records[0].site, 0x401000);
         let back = lockmeter_format::read_profile(&lockmeter_format::to_bytes(p).unwrap()).unwrap();
         assert_eq!(&back, p);
     }

@@ -371,7 +371,8 @@ pub struct Analysis {
     pub filter: Filter,
     /// Locks in the profile before filtering.
     pub unfiltered_locks: usize,
-    /// Caveats about the analysis itself (e.g. files changed since the run), one sentence each.
+    /// Caveats, one sentence each: what the collector could not see (the profile's notes), then
+    /// about the analysis itself (e.g. files changed since the run).
     pub notes: Vec<String>,
 }
 
@@ -405,8 +406,8 @@ fn is_system_module(m: &str) -> bool {
 
 /// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
 /// outside the C library (frames[0] is already the caller of the lock function). A futex word
-/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`. `None` when
-/// that frame has no function name.
+/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`, a Go mutex
+/// `go-mutex 0x… first waited at <function>`. `None` when that frame has no function name.
 fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<String> {
     let f = frames
         .iter()
@@ -415,6 +416,9 @@ fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<Stri
     let func = f.function.as_ref()?;
     let what = match kind {
         LockKind::Futex => format!("futex {address:#x} first waited at"),
+        LockKind::GoMutex | LockKind::GoRwMutex => {
+            format!("{} {address:#x} first waited at", kind.as_str())
+        }
         _ => "heap lock first used at".to_owned(),
     };
     Some(match f.short_location() {
@@ -726,7 +730,7 @@ impl Analysis {
             pairs: all_pairs,
             filter: filter.clone(),
             unfiltered_locks,
-            notes: res.sym.notes(),
+            notes: profile.notes.iter().cloned().chain(res.sym.notes()).collect(),
         }
     }
 

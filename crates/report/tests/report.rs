@@ -433,3 +433,17 @@ fn text_notes_clock_drift() {
     let s = text_of(&a, ReportOptions::default());
     assert!(s.contains("note: the clock ran at 1.500 GHz over the run but ticks were converted at 1.000 GHz: times are off by a factor of ~1.50"), "{s}");
 }
+
+#[test]
+fn the_collectors_notes_reach_text_and_json() {
+    let mut p = sample_profile();
+    let note = "Go program /srv/app: its sync.Mutex waits were not traced (no symbol table)";
+    p.notes.push(note.into());
+    let back = lockmeter_format::read_profile(&lockmeter_format::to_bytes(&p).unwrap()).unwrap();
+    let a = Analysis::new(&back, &SymbolizeOptions { enabled: false });
+    assert_eq!(a.notes, vec![note.to_owned()]);
+    let s = text_of(&a, ReportOptions::default());
+    assert!(s.contains(&format!("note: {note}")), "{s}");
+    let j = json_of(&a, ReportOptions::default());
+    assert_eq!(j["notes"][0].as_str(), Some(note), "{j}");
+}

@@ -127,6 +127,11 @@ pub fn rich_profile() -> Profile {
                 frames: (0..u64::from(id) * 3 + 1).map(|f| 0x4000_0000 + f * 0x40).collect(),
             })
             .collect(),
+        notes: vec![
+            "Go binary /srv/app: its sync.Mutex waits were not traced (stripped)".into(),
+            String::new(),
+            "ünïcödé note".into(),
+        ],
         events: (0..12u64)
             .map(|i| Event {
                 thread: (i % 5) as u32 + 1,
