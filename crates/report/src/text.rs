@@ -99,8 +99,8 @@ fn pair_rows(
 ) -> io::Result<()> {
     let all: u64 = pairs.iter().map(|p| p.wait_ns).sum();
     let mut cols = vec![
-        ("CONTENDED", Align::Right),
         ("WAIT-TOTAL", Align::Right),
+        ("CONTENDED", Align::Right),
         ("WAIT-MAX", Align::Right),
         ("WAIT-AVG", Align::Right),
         ("SHARE", Align::Right),
@@ -113,8 +113,8 @@ fn pair_rows(
     let mut t = Table::new(&cols);
     for p in pairs {
         let mut row = vec![
-            p.count.to_string(),
             fmt_ns(p.wait_ns),
+            p.count.to_string(),
             fmt_ns(p.wait_ns_max),
             fmt_opt_ns((p.count > 0).then(|| p.wait_ns / p.count)),
             fmt_pct(ratio_pct(p.wait_ns, all)),
@@ -745,10 +745,11 @@ fn locks_table(
         return writeln!(w, "{}", nothing_recorded(a));
     }
     // With no contention at all, wait and contention keys tie everywhere: acquisitions say more.
-    let uncontended = matches!(
-        key,
-        SortKey::Wait | SortKey::WaitMax | SortKey::Contended | SortKey::ContentionRate
-    ) && a.locks.iter().all(|l| l.agg.stats.wait_ns_total == 0 && l.agg.stats.contended == 0);
+    let uncontended =
+        matches!(
+            key,
+            SortKey::Wait | SortKey::WaitMax | SortKey::Contended | SortKey::ContentionRate
+        ) && a.locks.iter().all(|l| l.agg.stats.wait_ns_total == 0 && l.agg.stats.contended == 0);
     let key = if uncontended { SortKey::Acquisitions } else { key };
     let locks = a.sorted_locks(key);
     let shown = top.min(locks.len());
