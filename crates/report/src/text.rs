@@ -354,8 +354,9 @@ fn hist_table(h: &[u64], w: &mut dyn Write) -> io::Result<()> {
 pub const SUMMARY_PAIRS: usize = 3;
 
 /// The short report `lockmeter run` prints at exit: the header, the `top` locks by total wait
-/// without their sites, then for the top [`SUMMARY_PAIRS`] locks by wait the site that waited
-/// longest on each and the site that held the lock meanwhile.
+/// without their sites, then for each of the top [`SUMMARY_PAIRS`] locks by wait its top
+/// waiter–holder pair: the waiting site and the site that held the lock meanwhile that together
+/// account for most of its wait.
 pub fn summary(a: &Analysis, top: usize, w: &mut dyn Write) -> io::Result<()> {
     header(a, w)?;
     writeln!(w)?;
