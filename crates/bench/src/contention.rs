@@ -277,7 +277,7 @@ pub struct ContentionArgs {
     /// Work outside the lock (iterations), per lock-unlock pair.
     #[arg(long, value_delimiter = ',', default_value = "100")]
     pub outside: Vec<u32>,
-    /// Lock-unlock pairs per thread (seed 002 used 1000000).
+    /// Lock-unlock pairs per thread.
     #[arg(long, short = 'n', default_value_t = 100_000)]
     pub iters: u64,
     /// Time cap per run, seconds (a capped run reports what it did by then).

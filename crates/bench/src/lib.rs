@@ -99,13 +99,14 @@ impl Default for Common {
 pub enum Scenario {
     /// Threads x locks x critical section x outside work: throughput, fairness, latency.
     Contention(ContentionArgs),
-    /// Seed 000: log2 histogram and CDF of acquire time, with and without competing load.
+    /// Acquire time: log2 histogram and CDF of the time to acquire, with and without competing
+    /// load.
     Latency(LatencyArgs),
-    /// Seed 003: slowdown of an active thread beside spinning threads, per spin policy.
+    /// Interference: slowdown of an active thread beside spinning threads, per spin policy.
     Interference(InterferenceArgs),
     /// ns per lock+unlock pair on one thread, as ratios to the baselines.
     Uncontended(UncontendedArgs),
-    /// Seed 002: the unfair queued lock's steals by queue position, against the TAS lock.
+    /// Lock stealing: the unfair queued lock's steals by queue position, against the TAS lock.
     Steal(StealArgs),
 }
 

@@ -302,7 +302,7 @@ fn text(s: &Section, tsc_hz: u64) -> String {
             );
         }
         Data::Latency(rows) => {
-            o += "\n== latency: acquire time (seed 000), every acquisition timed ==\n";
+            o += "\n== latency: acquire time, every acquisition timed ==\n";
             let r: Vec<Vec<String>> = rows
                 .iter()
                 .map(|r| {
@@ -371,7 +371,7 @@ fn text(s: &Section, tsc_hz: u64) -> String {
             }
         }
         Data::Steal(rows) => {
-            o += "\n== steal: unfair byte lock (tas) vs unfair queued lock (seed 002) ==\n";
+            o += "\n== steal: unfair byte lock (tas) vs unfair queued lock ==\n";
             let r: Vec<Vec<String>> = rows
                 .iter()
                 .map(|r| {
@@ -405,7 +405,7 @@ fn text(s: &Section, tsc_hz: u64) -> String {
             o += "position 0: steals on arrival, before queueing; 1: the queue head (never steals); p >= 2: waiters p-1 places behind the head\n";
         }
         Data::Interference(rows) => {
-            o += "\n== interference: an active thread beside spinning threads (seed 003) ==\n";
+            o += "\n== interference: an active thread beside spinning threads ==\n";
             let r: Vec<Vec<String>> = rows
                 .iter()
                 .map(|r| {

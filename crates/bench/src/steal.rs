@@ -19,7 +19,7 @@ pub struct StealArgs {
     /// Thread counts.
     #[arg(long, short = 't', value_delimiter = ',', default_value = "2,4,8")]
     pub threads: Vec<usize>,
-    /// Lock-unlock pairs per thread (seed 002's 1000000: shorter runs do not even overlap when
+    /// Lock-unlock pairs per thread (shorter runs than 1000000 do not even overlap when
     /// thread start-up takes milliseconds, as it does on a loaded VM).
     #[arg(long, short = 'n', default_value_t = 1_000_000)]
     pub iters: u64,

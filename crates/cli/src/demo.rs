@@ -166,11 +166,5 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
     };
     let ran = crate::run::run_metered(&command, &output, &args)?;
     let code = crate::run::finish(&command[..1], &ran, a.quiet, 10)?;
-    if let Some(p) = &ran.main {
-        eprintln!(
-            "lockmeter demo: next, try `lockmeter report {} --by site` or `--format json`",
-            p.display()
-        );
-    }
     Ok(code)
 }

@@ -27,7 +27,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a program and meter every pthread lock it takes.
+    /// Run a program and meter every pthread lock it takes; at exit, print the locks it waited on
+    /// most, who waited on whom, and what to run next.
     Run(run::RunArgs),
     /// Record kernel locks and the futex waits of any program (Rust, Go, JVM, static), with eBPF.
     Record(record::RecordArgs),
@@ -43,7 +44,8 @@ enum Command {
     Diff(diff_cmd::DiffArgs),
     /// Run a bundled multithreaded program under `run` and show its report.
     Demo(demo::DemoArgs),
-    /// The lock laboratory: benchmark lock algorithms (seeds 000, 002, 003).
+    /// The lock laboratory: benchmark lock algorithms (throughput and fairness, acquire-time
+    /// latency, interference of spinning waiters, lock stealing).
     Bench(lockmeter_bench::BenchArgs),
     /// Measure what the collector adds to an uncontended lock+unlock, in each hold-timing mode.
     Overhead(overhead::OverheadArgs),

@@ -382,6 +382,23 @@ fn signal_name(sig: i32) -> String {
     unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned()
 }
 
+/// `path` as a shell word: as it is when it holds only characters no shell treats specially,
+/// else in single quotes.
+fn shell_word(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    let plain =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./+,:@%=".contains(&b));
+    if plain { s.into_owned() } else { format!("'{}'", s.replace('\'', "'\\''")) }
+}
+
+/// The line after the summary: the commands that answer the next questions about `profile`
+/// (who waited on whom, their stacks, the interactive report).
+pub(crate) fn next_commands(profile: &Path) -> String {
+    let file = shell_word(profile);
+    let html = shell_word(&profile.with_extension("html"));
+    format!("next: lockmeter report {file} --by pair | --stacks | --format html -o {html}")
+}
+
 /// Prints the short report and the files written, and turns the program's status into ours.
 pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -> Result<ExitCode> {
     let prog = command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
@@ -389,7 +406,11 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
         Some(main) => {
             if !quiet {
                 match crate::report_cmd::summary(main, top) {
-                    Ok(s) => eprint!("{s}"),
+                    Ok(s) => {
+                        eprint!("{s}");
+                        eprintln!();
+                        eprintln!("{}", next_commands(main));
+                    }
                     Err(e) => eprintln!("lockmeter: {e:#}"),
                 }
             }
@@ -427,4 +448,26 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
         eprintln!("lockmeter: {prog} was killed by signal {sig} ({})", signal_name(sig));
     }
     Ok(ExitCode::from((128 + sig).min(255) as u8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_commands;
+    use std::path::Path;
+
+    #[test]
+    fn next_commands_name_the_profile_and_its_html_report() {
+        assert_eq!(
+            next_commands(Path::new("lockmeter-1.lmp")),
+            "next: lockmeter report lockmeter-1.lmp --by pair | --stacks | --format html -o lockmeter-1.html"
+        );
+        assert_eq!(
+            next_commands(Path::new("/tmp/my run/p.lmp")),
+            "next: lockmeter report '/tmp/my run/p.lmp' --by pair | --stacks | --format html -o '/tmp/my run/p.html'"
+        );
+        assert_eq!(
+            next_commands(Path::new("it's.lmp")),
+            "next: lockmeter report 'it'\\''s.lmp' --by pair | --stacks | --format html -o 'it'\\''s.html'"
+        );
+    }
 }

@@ -120,6 +120,7 @@ struct ClockOut {
 
 #[derive(Serialize)]
 struct Headline {
+    threads_waiting_avg: Option<f64>,
     wait_ms_per_s: Option<f64>,
     available_ms_per_s: u64,
     cpu_time_pct: Option<f64>,
@@ -475,6 +476,7 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             },
         },
         headline: Headline {
+            threads_waiting_avg: wait_ms_per_s.map(|v| v / 1000.0),
             wait_ms_per_s,
             available_ms_per_s: u64::from(h.cpu_count) * 1000,
             cpu_time_pct: wait_ms_per_s

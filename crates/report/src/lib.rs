@@ -8,10 +8,11 @@
 //!
 //! The renderers then print it:
 //!
-//! * [`text`]: the human report, Lockmeter's headline (`wait: W ms/s of N x 1000 ms/s
-//!   available`), totals, the profiler's own cost, loud warnings when data was dropped, and a
+//! * [`text`]: the human report, the headline (`wait: on average A of the T threads that took
+//!   locks were waiting for one`), totals, the profiler's own cost, loud warnings when data was dropped, and a
 //!   lockstat-like table for the chosen view ([`By`]), sorted by a [`SortKey`];
-//! * [`summary`]: the short version `lockmeter run` prints at exit;
+//! * [`summary`]: the short version `lockmeter run` prints at exit, with the top waiting site
+//!   and the site that held the lock meanwhile for the top locks;
 //! * [`json`]: a stable, versioned document (schema in `SCHEMA.md`, [`SCHEMA_VERSION`]);
 //! * [`csv()`]: one row per lock, site, thread or CPU.
 //!
@@ -42,7 +43,7 @@
 //! let mut out = Vec::new();
 //! lockmeter_report::text(&analysis, &ReportOptions::default(), &mut out).unwrap();
 //! let out = String::from_utf8(out).unwrap();
-//! assert!(out.contains("wait: 10.0 ms/s of 2 x 1000 ms/s available (0.5% of CPU time)"));
+//! assert!(out.contains("wait: on average 0.010 of the 1 thread that took locks was waiting for one"));
 //! assert!(out.contains("queue_lock"));
 //! ```
 
@@ -83,7 +84,7 @@ pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMM
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
 };
-pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, headline, summary, text};
+pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, SUMMARY_PAIRS, headline, summary, text};
 
 /// Writes the report in `opts.format`.
 pub fn render(a: &Analysis, opts: &ReportOptions, w: &mut dyn io::Write) -> io::Result<()> {

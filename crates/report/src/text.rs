@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use lockmeter_format::model::{EndReason, HoldTiming};
+use lockmeter_format::model::{EndReason, HoldTiming, LockKind};
 
 use crate::analysis::{Agg, Analysis, LockAgg, PairAgg, StackAgg, hist_rows, ratio_pct};
 use crate::options::{By, DEFAULT_TOP, ReportOptions, SortKey};
@@ -99,8 +99,8 @@ fn pair_rows(
 ) -> io::Result<()> {
     let all: u64 = pairs.iter().map(|p| p.wait_ns).sum();
     let mut cols = vec![
-        ("CONTENDED", Align::Right),
         ("WAIT-TOTAL", Align::Right),
+        ("CONTENDED", Align::Right),
         ("WAIT-MAX", Align::Right),
         ("WAIT-AVG", Align::Right),
         ("SHARE", Align::Right),
@@ -113,8 +113,8 @@ fn pair_rows(
     let mut t = Table::new(&cols);
     for p in pairs {
         let mut row = vec![
-            p.count.to_string(),
             fmt_ns(p.wait_ns),
+            p.count.to_string(),
             fmt_ns(p.wait_ns_max),
             fmt_opt_ns((p.count > 0).then(|| p.wait_ns / p.count)),
             fmt_pct(ratio_pct(p.wait_ns, all)),
@@ -350,13 +350,76 @@ fn hist_table(h: &[u64], w: &mut dyn Write) -> io::Result<()> {
     t.write("    ", w)
 }
 
-/// The short report `lockmeter run` prints at exit: the header and the `top` locks by total
-/// wait, without their sites.
+/// Locks of the summary that get a line naming their top waiting site and its holder.
+pub const SUMMARY_PAIRS: usize = 3;
+
+/// The short report `lockmeter run` prints at exit: the header, the `top` locks by total wait
+/// without their sites, then for each of the top [`SUMMARY_PAIRS`] locks by wait its top
+/// waiter–holder pair: the waiting site and the site that held the lock meanwhile that together
+/// account for most of its wait.
 pub fn summary(a: &Analysis, top: usize, w: &mut dyn Write) -> io::Result<()> {
     header(a, w)?;
     writeln!(w)?;
     locks_table(a, SortKey::Wait, top, 0, w)?;
+    who_waited(a, SUMMARY_PAIRS, w)?;
     kernel_sleeps_table(a, SortKey::Wait, top, w)
+}
+
+/// `function (file:line)`, else the frame as the tables show it (`function+0xOFF`,
+/// `module+0xOFF`).
+fn site_in_words(f: &Frame) -> String {
+    match (f.short_location(), &f.function) {
+        (Some(loc), Some(func)) => format!("{func} ({loc})"),
+        (Some(loc), None) => format!("{f} ({loc})"),
+        (None, _) => f.to_string(),
+    }
+}
+
+/// One line for each of the top `n` locks by wait: its top waiter–holder pair as a sentence,
+/// "W (file:line) waited on L held from H (file:line): P of the lock's wait".
+fn who_waited(a: &Analysis, n: usize, w: &mut dyn Write) -> io::Result<()> {
+    let locks: Vec<&LockAgg> = a
+        .sorted_locks(SortKey::Wait)
+        .into_iter()
+        .filter(|l| l.agg.stats.wait_ns_total > 0)
+        .take(n)
+        .collect();
+    if locks.is_empty() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    if locks.iter().all(|l| l.pairs.is_empty()) {
+        return writeln!(
+            w,
+            "who waited on whom: not recorded in this profile (no waiting site of a contended acquisition)"
+        );
+    }
+    writeln!(
+        w,
+        "who waited on whom, for the top {} by wait (the top waiting site, the site that held the lock meanwhile):",
+        plural(locks.len() as u64, "lock", "locks")
+    )?;
+    for l in locks {
+        let name = printable(&l.display_name(), usize::MAX);
+        let Some(p) = l.pairs.first() else {
+            writeln!(w, "  {name}: its waiting sites were not recorded")?;
+            continue;
+        };
+        let held = if p.holder.address == 0 && l.kind == LockKind::RwLock {
+            "while its holder's site was unknown (an rwlock's readers are not tracked)".to_owned()
+        } else if p.holder.address == 0 {
+            "while its holder's site was unknown".to_owned()
+        } else {
+            format!("held from {}", site_in_words(&p.holder))
+        };
+        writeln!(
+            w,
+            "  {} waited on {name} {held}: {} of the lock's wait",
+            site_in_words(&p.waiter),
+            fmt_pct(ratio_pct(p.wait_ns, l.agg.stats.wait_ns_total).min(100.0))
+        )?;
+    }
+    Ok(())
 }
 
 /// `run --kernel`: for the user-space locks the kernel saw too, their futex waits (sleeps in the
@@ -406,18 +469,45 @@ fn kernel_sleeps_table(
     t.write(" ", w)
 }
 
-/// The "wait: W ms/s of N x 1000 ms/s available (P% of CPU time)" headline, Lockmeter's
-/// measure of how much of the machine lock waiting consumed.
+/// The headline: how many threads were waiting for a lock on average (total wait / run
+/// duration), of how many threads that took locks. Wait is summed over threads, so it is said
+/// as a number of threads, never as a share of CPU time: a waiting thread mostly sleeps.
 pub fn headline(a: &Analysis) -> String {
-    let wait = a.totals.agg.stats.wait_ns_total;
-    let d = a.header.duration_ns;
-    let n = a.header.cpu_count;
-    if d == 0 {
-        return format!("wait: {} in total (run duration unknown)", fmt_ns(wait));
+    let s = &a.totals.agg.stats;
+    let (wait, d, n) = (s.wait_ns_total, a.header.duration_ns, a.totals.threads as u64);
+    let of = if n == 1 {
+        "the 1 thread that took locks was".to_owned()
+    } else {
+        format!("the {n} threads that took locks were")
+    };
+    if wait == 0 && s.contended == 0 {
+        return format!(
+            "wait: no thread waited for a lock ({} took locks)",
+            plural(n, "thread", "threads")
+        );
     }
-    let ms_per_s = wait as f64 / d as f64 * 1000.0;
-    let pct = if n == 0 { 0.0 } else { ms_per_s / (n as f64 * 1000.0) * 100.0 };
-    format!("wait: {ms_per_s:.1} ms/s of {n} x 1000 ms/s available ({} of CPU time)", fmt_pct(pct))
+    if d == 0 {
+        return format!("wait: {} of waiting in total (run duration unknown)", fmt_ns(wait));
+    }
+    format!(
+        "wait: on average {} of {of} waiting for one ({} of waiting, summed over threads, in a {} run: time spent waiting, not CPU time)",
+        fmt_threads(wait as f64 / d as f64),
+        fmt_ns(wait),
+        fmt_ns(d)
+    )
+}
+
+/// An average number of threads with two significant digits (at least one decimal): `1.6`,
+/// `0.37`, `0.0021`, `12.5`.
+fn fmt_threads(x: f64) -> String {
+    if !x.is_finite() || x <= 0.0 {
+        return "0".into();
+    }
+    // The decimal exponent of `x` rounded to two significant digits ("1.6e0", "3.7e-1").
+    let sci = format!("{x:.1e}");
+    let exp: i32 = sci.rsplit('e').next().and_then(|e| e.parse().ok()).unwrap_or(0);
+    let decimals = (1 - exp).max(1) as usize;
+    format!("{x:.decimals$}")
 }
 
 fn end_reason(r: EndReason) -> String {
@@ -595,11 +685,12 @@ fn hold_max(g: &Agg) -> String {
     }
 }
 
+/// The statistics columns, what matters most first: the time lost waiting, then how often.
 const STAT_COLS: [(&str, Align); 8] = [
+    ("WAIT-TOTAL", Align::Right),
+    ("CONTENDED", Align::Right),
     ("CON%", Align::Right),
     ("ACQUIRED", Align::Right),
-    ("CONTENDED", Align::Right),
-    ("WAIT-TOTAL", Align::Right),
     ("WAIT-MAX", Align::Right),
     ("WAIT-AVG", Align::Right),
     ("HOLD-TOTAL", Align::Right),
@@ -609,10 +700,10 @@ const STAT_COLS: [(&str, Align); 8] = [
 fn stat_cells(g: &Agg) -> Vec<String> {
     let s = &g.stats;
     vec![
+        fmt_ns(s.wait_ns_total),
+        s.contended.to_string(),
         fmt_pct(g.contention_pct()),
         s.acquisitions.to_string(),
-        s.contended.to_string(),
-        fmt_ns(s.wait_ns_total),
         fmt_ns(s.wait_ns_max),
         fmt_opt_ns(g.wait_avg_ns()),
         hold_total(g),
@@ -654,9 +745,25 @@ fn locks_table(
     if a.locks.is_empty() {
         return writeln!(w, "{}", nothing_recorded(a));
     }
+    // With no contention at all, wait and contention keys tie everywhere: acquisitions say more.
+    let uncontended =
+        matches!(
+            key,
+            SortKey::Wait | SortKey::WaitMax | SortKey::Contended | SortKey::ContentionRate
+        ) && a.locks.iter().all(|l| l.agg.stats.wait_ns_total == 0 && l.agg.stats.contended == 0);
+    let key = if uncontended { SortKey::Acquisitions } else { key };
     let locks = a.sorted_locks(key);
     let shown = top.min(locks.len());
-    heading(w, "locks", key, shown, locks.len())?;
+    if uncontended {
+        let n = if shown < locks.len() {
+            format!("top {shown} of {} locks", locks.len())
+        } else {
+            plural(locks.len() as u64, "lock", "locks")
+        };
+        writeln!(w, "no contention: sorted by acquisitions ({n}):")?;
+    } else {
+        heading(w, "locks", key, shown, locks.len())?;
+    }
     let mut cols = STAT_COLS.to_vec();
     cols.push(("KIND", Align::Left));
     cols.push(("NAME/ADDRESS", Align::Left));
@@ -746,20 +853,20 @@ fn cpu_rows(
 ) -> io::Result<()> {
     let all_wait: u64 = a.cpus.iter().map(|c| c.wait_ns).sum();
     let mut t = Table::new(&[
+        ("WAIT-TOTAL", Align::Right),
+        ("CONTENDED", Align::Right),
         ("CON%", Align::Right),
         ("ACQUIRED", Align::Right),
-        ("CONTENDED", Align::Right),
-        ("WAIT-TOTAL", Align::Right),
         ("WAIT-AVG", Align::Right),
         ("WAIT-SHARE", Align::Right),
         ("CPU", Align::Right),
     ]);
     for c in cpus {
         t.row(vec![
+            fmt_ns(c.wait_ns),
+            c.contended.to_string(),
             fmt_pct(ratio_pct(c.contended, c.acquisitions)),
             c.acquisitions.to_string(),
-            c.contended.to_string(),
-            fmt_ns(c.wait_ns),
             fmt_opt_ns((c.contended > 0).then(|| c.wait_ns / c.contended)),
             fmt_pct(ratio_pct(c.wait_ns, all_wait)),
             c.cpu.to_string(),
@@ -770,7 +877,18 @@ fn cpu_rows(
 
 #[cfg(test)]
 mod tests {
-    use super::shorten;
+    use super::{fmt_threads, shorten};
+
+    #[test]
+    fn thread_averages_keep_two_significant_digits() {
+        assert_eq!(fmt_threads(1.58), "1.6");
+        assert_eq!(fmt_threads(15.84), "15.8");
+        assert_eq!(fmt_threads(0.37), "0.37");
+        assert_eq!(fmt_threads(0.01), "0.010");
+        assert_eq!(fmt_threads(0.0999), "0.10");
+        assert_eq!(fmt_threads(0.00213), "0.0021");
+        assert_eq!(fmt_threads(0.0), "0");
+    }
 
     #[test]
     fn long_names_lose_their_generic_arguments() {

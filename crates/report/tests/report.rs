@@ -330,8 +330,16 @@ fn text_of(a: &Analysis, opts: ReportOptions) -> String {
 fn text_states_the_headline() {
     let a = sample_analysis();
     let s = text_of(&a, ReportOptions::default());
-    // 484.9015 ms over 2 s = 242.45 ms/s of 4000 ms/s = 6.06%.
-    assert!(s.contains("wait: 242.5 ms/s of 4 x 1000 ms/s available (6.1% of CPU time)"), "{s}");
+    // 484.9015 ms of waiting over 2 s: on average 0.24 threads waiting, of the 3 that took locks.
+    assert!(
+        s.lines().any(|l| l
+            == "wait: on average 0.24 of the 3 threads that took locks were waiting for one (485 ms of waiting, summed over threads, in a 2.00 s run: time spent waiting, not CPU time)"),
+        "{s}"
+    );
+    assert!(!s.contains("ms/s") && !s.contains("of CPU time"), "{s}");
+    let v = json_of(&a, ReportOptions::default());
+    let avg = v["headline"]["threads_waiting_avg"].as_f64().unwrap();
+    assert!((avg - 0.242_450_75).abs() < 1e-9, "{avg}");
     assert!(s.contains("./app --threads 2 (pid 4242)"));
     assert!(!s.contains("WARNING"));
 }
@@ -375,7 +383,7 @@ fn text_columns_align() {
         let s = text_of(&a, ReportOptions { by, ..Default::default() });
         let table: Vec<&str> = s
             .lines()
-            .skip_while(|l| !l.trim_start().starts_with("CON%"))
+            .skip_while(|l| !l.trim_start().starts_with("WAIT-TOTAL"))
             .take_while(|l| !l.is_empty())
             .collect();
         assert!(table.len() > 1, "{by}: {s}");
@@ -402,11 +410,12 @@ fn text_columns_align() {
 fn empty_profile_renders() {
     let a = Analysis::new(&Profile::default(), &SymbolizeOptions::default());
     let s = text_of(&a, ReportOptions::default());
-    assert!(s.contains("wait: 0 in total (run duration unknown)"), "{s}");
+    assert!(s.contains("wait: no thread waited for a lock (0 threads took locks)"), "{s}");
     assert!(s.contains("no lock acquisitions were recorded"));
     let v = json_of(&a, ReportOptions::default());
     assert_eq!(v["locks"].as_array().unwrap().len(), 0);
     assert!(v["headline"]["wait_ms_per_s"].is_null());
+    assert!(v["headline"]["threads_waiting_avg"].is_null());
     for by in [By::Site, By::Thread, By::Cpu] {
         text_of(&a, ReportOptions { by, ..Default::default() });
         csv_rows(&a, by, None);
@@ -446,4 +455,86 @@ fn the_collectors_notes_reach_text_and_json() {
     assert!(s.contains(&format!("note: {note}")), "{s}");
     let j = json_of(&a, ReportOptions::default());
     assert_eq!(j["notes"][0].as_str(), Some(note), "{j}");
+}
+
+#[test]
+fn summary_names_the_top_waiter_and_holder_of_the_top_locks() {
+    // events_profile: queue_lock waited 441 ms in all, 350 ms of it by queue_push while
+    // queue_pop held it; config_lock 43.9 ms, 40 ms of it by config_reload while config_get
+    // held it; the heap spinlock 1.5 µs, with no event recorded; the heap mutex never.
+    let a = events_analysis();
+    let s = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
+    let lines: Vec<&str> = s.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("who waited on whom")).expect(&s);
+    assert_eq!(
+        lines[at..],
+        [
+            "who waited on whom, for the top 3 locks by wait (the top waiting site, the site that held the lock meanwhile):",
+            "  queue_push (queue.c:41) waited on queue_lock held from queue_pop (queue.c:58): 79.4% of the lock's wait",
+            "  config_reload (config.c:140) waited on config_lock held from config_get+0x10: 91.1% of the lock's wait",
+            &format!("  {HEAP_SPIN:#x}: its waiting sites were not recorded"),
+        ],
+        "{s}"
+    );
+    // The lock table above it: wait first.
+    let head = lines.iter().find(|l| l.trim_start().starts_with("WAIT-TOTAL")).expect(&s);
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        [
+            "WAIT-TOTAL",
+            "CONTENDED",
+            "CON%",
+            "ACQUIRED",
+            "WAIT-MAX",
+            "WAIT-AVG",
+            "HOLD-TOTAL",
+            "HOLD-MAX",
+            "KIND",
+            "NAME/ADDRESS"
+        ],
+        "{s}"
+    );
+}
+
+#[test]
+fn summary_says_when_the_holder_is_unknown() {
+    // Only the popper's wait on an unknown holder is left of queue_lock's events.
+    let mut p = events_profile();
+    p.events.retain(|e| e.lock == 1 && e.holder_stack.is_none() && e.wait_ns > 0);
+    let a = Analysis::with_symbolizer(&p, &mut FakeSymbols::with_lines());
+    let s = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
+    assert!(
+        s.lines().any(|l| l
+            == "  queue_pop (queue.c:58) waited on queue_lock while its holder's site was unknown: 0.2% of the lock's wait"),
+        "{s}"
+    );
+}
+
+#[test]
+fn without_contention_locks_are_sorted_by_acquisitions() {
+    let mut p = sample_profile();
+    for r in &mut p.records {
+        r.stats.contended = 0;
+        r.stats.wait_ns_total = 0;
+        r.stats.wait_ns_max = 0;
+        r.stats.wait_hist.iter_mut().for_each(|c| *c = 0);
+    }
+    let a = Analysis::with_symbolizer(&p, &mut FakeSymbols::sample());
+    let s = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
+    let lines: Vec<&str> = s.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("no contention")).expect(&s);
+    assert_eq!(lines[at], "no contention: sorted by acquisitions (4 locks):", "{s}");
+    // Acquisitions: config_lock 390100, queue_lock 129000, the spinlock 5000, the mutex 10.
+    let names: Vec<&str> =
+        lines[at + 2..at + 6].iter().map(|l| l.split_whitespace().last().unwrap()).collect();
+    assert_eq!(names, ["config_lock", "queue_lock", &format!("{HEAP_SPIN:#x}"), "2)"], "{s}");
+    assert!(lines[at + 5].ends_with(&format!("{HEAP_MUTEX:#x} (gen 2)")), "{s}");
+    assert!(s.contains("wait: no thread waited for a lock (3 threads took locks)"), "{s}");
+    assert!(!s.contains("who waited on whom"), "{s}");
+    // The full report too, with --top.
+    let t = text_of(&a, ReportOptions { top: Some(2), ..Default::default() });
+    assert!(t.contains("no contention: sorted by acquisitions (top 2 of 4 locks):"), "{t}");
+    // A sort the user chose that is not about waiting is kept.
+    let t = text_of(&a, ReportOptions { sort: SortKey::Hold, ..Default::default() });
+    assert!(t.contains("locks by total hold (4):"), "{t}");
 }
