@@ -442,11 +442,11 @@ fn kernel_sleeps_table(
         "the kernel's view (run --kernel): waits that slept in the kernel (futex waits on the lock's words; an acquisition may wait more than once), and holders switched out while holding it (lock-holder preemption) with the waiters' sleep meanwhile:"
     )?;
     let mut t = Table::new(&[
+        ("WAIT-TOTAL", Align::Right),
         ("CONTENDED", Align::Right),
         ("FUTEX-WAITS", Align::Right),
         ("SLEEP-TOTAL", Align::Right),
         ("SLEEP-MAX", Align::Right),
-        ("WAIT-TOTAL", Align::Right),
         ("PREEMPTED", Align::Right),
         ("PREEMPTED-TIME", Align::Right),
         ("WAIT-IN-THEM", Align::Right),
@@ -455,11 +455,11 @@ fn kernel_sleeps_table(
     for l in locks {
         let Some(s) = &l.sleep else { continue };
         t.row(vec![
+            fmt_ns(l.agg.stats.wait_ns_total),
             l.agg.stats.contended.to_string(),
             s.sleeps.to_string(),
             fmt_ns(s.sleep_ns),
             fmt_ns(s.sleep_ns_max),
-            fmt_ns(l.agg.stats.wait_ns_total),
             s.preempted_holds.to_string(),
             fmt_ns(s.preempted_ns),
             fmt_ns(s.preempted_wait_ns),
