@@ -17,7 +17,9 @@ pub(crate) struct FlameArgs {
     #[arg(short, long, value_name = "F.svg")]
     out: Option<PathBuf>,
     /// Widths: wait (ns waited, by waiter stack), contentions (contended acquisitions, by waiter
-    /// stack) or hold (ns held while others waited, by holder stack).
+    /// stack), hold (ns held while others waited, by holder stack) or samples (acquisitions
+    /// sampled by `run --stack-sample N`, one in N, by the acquirer's stack: where locks are
+    /// taken).
     #[arg(long, default_value = "wait", value_name = "WEIGHT")]
     weight: Weight,
     /// Write folded stacks (`lock;outermost;...;innermost weight`, one per line) for other tools.

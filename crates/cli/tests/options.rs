@@ -226,3 +226,56 @@ fn plain_ld_preload_without_lockmeter_run() {
     p.eq("totals.acquisitions", p.totals("acquisitions"), 15);
     p.expect_nothing_dropped();
 }
+
+/// Every stack in a JSON report: waiter, holder and first-use stacks of every lock.
+fn all_stacks(p: &Profile) -> Vec<usize> {
+    let mut v = Vec::new();
+    for l in p.locks() {
+        for list in ["waiters", "holders"] {
+            for e in l[list].as_array().into_iter().flatten() {
+                v.push(e["stack"].as_array().map_or(0, Vec::len));
+            }
+        }
+        if let Some(f) = l["first_use"].as_array() {
+            v.push(f.len());
+        }
+    }
+    v
+}
+
+#[test]
+fn frames_and_stack_sample_have_their_effect() {
+    let s = Scratch::new("effects");
+    let exe = s.compile("striped");
+    // --frames 0: no stacks at all; --frames 4: none deeper than 4, and some stacks.
+    let ran = run_metered(&s, "f0.lmp", &["--frames", "0"], &exe, &["4", "4000"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("f0.lmp"), &ran);
+    p.eq("--frames 0: stacks", all_stacks(&p), Vec::<usize>::new());
+    let ran = run_metered(&s, "f4.lmp", &["--frames", "4"], &exe, &["4", "4000"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("f4.lmp"), &ran);
+    let depths = all_stacks(&p);
+    p.check(!depths.is_empty(), "--frames 4: no stack recorded");
+    p.check(depths.iter().all(|&d| d <= 4), format!("--frames 4: depths {depths:?}"));
+    // --stack-sample 10: one acquisition in 10 of each thread carries a stack; one thread,
+    // no contention: exactly floor(N / 10) samples.
+    let single = s.compile("single");
+    let n = 12_345u64;
+    let ran = run_metered(&s, "s.lmp", &["--stack-sample", "10"], &single, &[&n.to_string()]);
+    ran.expect_code(0);
+    let folded = lockmeter(
+        &s.dir,
+        &["flamegraph", "s.lmp", "--weight", "samples", "--folded", "--lock", "single_lock"],
+    );
+    folded.expect_code(0);
+    let samples: u64 =
+        folded.stdout.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum();
+    assert_eq!(samples, n / 10, "{folded}");
+    // Without --stack-sample there are none, and the flame graph says how to get them.
+    let ran = run_metered(&s, "n.lmp", &[], &single, &[&n.to_string()]);
+    ran.expect_code(0);
+    let none = lockmeter(&s.dir, &["flamegraph", "n.lmp", "--weight", "samples", "-o", "n.svg"]);
+    assert_ne!(none.code(), 0, "{none}");
+    assert!(none.stderr.contains("--stack-sample"), "{none}");
+}

@@ -114,6 +114,7 @@ pub fn title(weight: Weight) -> &'static str {
         Weight::Wait => "Lock wait time by waiter stack",
         Weight::Hold => "Hold time of contended locks by holder stack",
         Weight::Contentions => "Contended lock acquisitions by waiter stack",
+        Weight::Samples => "Sampled lock acquisitions by acquirer stack",
     }
 }
 
@@ -129,6 +130,7 @@ pub fn flamegraph(
     if lines.is_empty() {
         let what = match opts.weight {
             Weight::Hold => "no timed hold that another thread waited for",
+            Weight::Samples => "no sampled acquisition (run it with --stack-sample N)",
             _ => "no contended acquisition",
         };
         let lock = match &opts.lock {
@@ -142,6 +144,7 @@ pub fn flamegraph(
         Weight::Wait => format!("{} waited", fmt_ns_short(total as f64)),
         Weight::Hold => format!("{} held", fmt_ns_short(total as f64)),
         Weight::Contentions => format!("{total} contended acquisitions"),
+        Weight::Samples => format!("{total} sampled acquisitions"),
     };
     let h = &profile.header;
     let mut subtitle = format!("{} (pid {}): {total}", h.cmdline.join(" "), h.pid);

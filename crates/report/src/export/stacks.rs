@@ -20,6 +20,9 @@ pub enum Weight {
     Hold,
     /// Number of contended acquisitions, by the waiter's stack.
     Contentions,
+    /// Acquisitions sampled with `run --stack-sample N` (one in N, contended or not), by the
+    /// acquirer's stack: where locks are taken.
+    Samples,
 }
 
 impl Weight {
@@ -29,6 +32,7 @@ impl Weight {
             Weight::Wait => "wait",
             Weight::Hold => "hold",
             Weight::Contentions => "contentions",
+            Weight::Samples => "samples",
         }
     }
 
@@ -38,6 +42,7 @@ impl Weight {
             Weight::Wait => "ns waited",
             Weight::Hold => "ns held",
             Weight::Contentions => "contentions",
+            Weight::Samples => "sampled acquisitions",
         }
     }
 
@@ -46,6 +51,7 @@ impl Weight {
         match self {
             Weight::Hold => EventKind::Holding,
             Weight::Wait | Weight::Contentions => EventKind::Contended,
+            Weight::Samples => EventKind::Sampled,
         }
     }
 
@@ -53,7 +59,7 @@ impl Weight {
     pub fn of(self, s: &StackSample) -> u64 {
         match self {
             Weight::Wait | Weight::Hold => s.ns,
-            Weight::Contentions => s.count,
+            Weight::Contentions | Weight::Samples => s.count,
         }
     }
 }
@@ -64,8 +70,13 @@ impl FromStr for Weight {
         Ok(match s {
             "wait" => Weight::Wait,
             "hold" => Weight::Hold,
+            "samples" => Weight::Samples,
             "contentions" => Weight::Contentions,
-            _ => return Err(format!("unknown weight {s:?} (expected wait, hold or contentions)")),
+            _ => {
+                return Err(format!(
+                    "unknown weight {s:?} (expected wait, hold, contentions or samples)"
+                ));
+            }
         })
     }
 }
@@ -118,7 +129,8 @@ pub fn stack_samples(profile: &Profile, kind: EventKind) -> Vec<StackSample> {
             let (count, ns, max) = match kind {
                 EventKind::Contended => (s.contended, s.wait_ns_total, s.wait_ns_max),
                 EventKind::Holding => (s.holds_timed, s.hold_ns_total, s.hold_ns_max),
-                EventKind::Sampled | EventKind::FirstUse => (s.acquisitions, 0, 0),
+                // Samples exist only as stacks: a profile without stacks has none.
+                EventKind::Sampled | EventKind::FirstUse => continue,
             };
             if count == 0 && ns == 0 {
                 continue;
