@@ -233,7 +233,9 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
     }
     detach_in_background(skel);
     if !has_futex2 || !has_waitv {
-        progress("this kernel lacks the futex_wait/futex_wake or futex_waitv tracepoints: those calls were not seen");
+        progress(
+            "this kernel lacks the futex_wait/futex_wake or futex_waitv tracepoints: those calls were not seen",
+        );
     }
     Ok(Recorded { profiles, status })
 }
