@@ -4,7 +4,7 @@
 //! own count, and the estimates of dropped locks must be close to the truth.
 //!
 //! Ground-truth programs (`tests/programs/`): churn.c, hammer.c, many_locks.c, million.c,
-//! named_many.c, nested.c, reuse.c.
+//! named_many.c, nested.c, per_request.c, reuse.c.
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test limits`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -170,7 +170,8 @@ fn threads_refused_a_table_are_accounted_exactly() {
 
 #[test]
 fn thread_churn_beyond_the_thread_limit_is_accounted_exactly() {
-    // 1100 short-lived threads (default limit 1024 tables; the main thread has one).
+    // 1100 short-lived threads, 16 at a time (default limit 1024 tables; the main thread has
+    // one): the tables of exited threads are reused, nothing is refused.
     let s = Scratch::new("churn");
     let exe = s.compile("churn");
     let n = 1100u64;
@@ -178,10 +179,57 @@ fn thread_churn_beyond_the_thread_limit_is_accounted_exactly() {
     ran.expect_code(0);
     let p = Profile::load(&s.path("p.lmp"), &ran);
     p.check_consistency();
-    let recorded = p.totals("acquisitions");
-    p.eq("threads listed", p.threads().len() as u64, recorded);
-    p.eq("dropped.threads", p.dropped("threads"), n - 1023);
-    p.eq("recorded + dropped acquisitions", recorded + p.dropped("acquisitions"), n);
+    p.eq("dropped.threads", p.dropped("threads"), 0);
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    p.expect_lock("churn_lock", "mutex", n);
+}
+
+#[test]
+fn thread_per_request_keeps_every_acquisition_with_default_options() {
+    // 2000 threads, at most 16 alive at once, each taking request_lock 25 times and once more in
+    // a key destructor during its exit: the shards of exited threads are reused, their records
+    // folded into one "[N exited threads]" row, exact.
+    let s = Scratch::new("per-request");
+    let exe = s.compile("per_request");
+    let (threads, per) = (2000u64, 25u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&threads.to_string(), "16", &per.to_string()]);
+    ran.expect_code(0);
+    let truth: u64 = ran
+        .stdout
+        .trim()
+        .strip_prefix("total ")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no total printed\n{ran}"));
+    assert_eq!(truth, threads * (per + 1) + 1, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    p.eq("dropped.threads", p.dropped("threads"), 0);
+    p.expect_lock("request_lock", "mutex", truth);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), truth);
+    // Rows: the exited threads merged into one, plus the threads whose shards were not taken
+    // over yet (and the main thread); every row's acquisitions are whole threads' (per + 1 each,
+    // the main thread's 1), so each row names threads, never a mix of two under one name.
+    let rows = p.threads();
+    let exited: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|t| sf(t, "name").is_some_and(|n| n.ends_with(" exited threads]")))
+        .collect();
+    p.eq("rows of exited threads", exited.len() as u64, 1);
+    let name = sf(exited[0], "name").unwrap();
+    let folded: u64 = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(" exited threads]"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| p.fail(format!("row name {name}")));
+    p.eq(format!("{name}: acquisitions"), u(exited[0], "acquisitions"), folded * (per + 1));
+    p.check(rows.len() < 100, format!("{} thread rows: shards are reused", rows.len()));
+    let single: u64 = rows.len() as u64 - 1;
+    p.eq("threads: folded + single rows", folded + single, threads + 1);
+    for t in rows.iter().filter(|t| !std::ptr::eq(*t, exited[0])) {
+        let a = u(t, "acquisitions");
+        p.check(a == per + 1 || a == 1, format!("a single thread's row has {a} acquisitions"));
+    }
 }
 
 #[test]

@@ -101,6 +101,11 @@ impl<'a> StackStore<'a> {
         None
     }
 
+    /// Capacity in stacks.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Number of stacks.
     pub fn len(&self) -> usize {
         self.len.get() as usize
@@ -271,6 +276,11 @@ impl<'a> EventTable<'a> {
             i = i.wrapping_add(1);
         }
         None
+    }
+
+    /// Capacity in events.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
     }
 
     /// Number of entries in use.
