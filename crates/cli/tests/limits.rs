@@ -105,7 +105,33 @@ fn dropped_locks_estimate_counts_reinitialized_identities() {
     );
 }
 
-fn check_overflow(opts: &[&str], what: &str) {
+/// The report's line about dropped acquisitions, checked to name `option` (the `run` option that
+/// makes room, from the settings table) and no other option or variable.
+fn check_drop_hint(s: &Scratch, profile: &str, setting: &lockmeter_core::settings::Setting) {
+    let lockmeter_core::settings::Cli::Flag(option) = setting.cli else {
+        panic!("{} has no run option", setting.env)
+    };
+    let ran = lockmeter(&s.dir, &["report", profile]);
+    ran.expect_code(0);
+    let lines: Vec<&str> = ran.stdout.lines().filter(|l| l.contains("acquisitions on ~")).collect();
+    assert_eq!(lines.len(), 1, "one line about dropped acquisitions\n{ran}");
+    let line = lines[0];
+    assert!(line.contains(&format!("(raise {option} N)")), "{option} named: {line}");
+    for other in [
+        &lockmeter_core::settings::THREADS,
+        &lockmeter_core::settings::RECORDS,
+        &lockmeter_core::settings::LOCKS,
+    ] {
+        if let lockmeter_core::settings::Cli::Flag(o) = other.cli
+            && o != option
+        {
+            assert!(!line.contains(o), "{o} not named for this loss: {line}");
+        }
+    }
+    assert!(!line.contains("LOCKMETER_"), "no environment variable named: {line}");
+}
+
+fn check_overflow(opts: &[&str], what: &str, setting: &lockmeter_core::settings::Setting) {
     let s = Scratch::new(what);
     let exe = s.compile("many_locks");
     let nlocks = 200u64;
@@ -135,16 +161,17 @@ fn check_overflow(opts: &[&str], what: &str) {
         format!("{what}: dropped.locks {est} within 20% of the {missing} locks not recorded"),
     );
     p.eq("dropped.threads", p.dropped("threads"), 0);
+    check_drop_hint(&s, "p.lmp", setting);
 }
 
 #[test]
 fn per_thread_record_table_overflow_is_accounted_exactly() {
-    check_overflow(&["--records", "32"], "records32");
+    check_overflow(&["--records", "32"], "records32", &lockmeter_core::settings::RECORDS);
 }
 
 #[test]
 fn lock_registry_overflow_is_accounted_exactly() {
-    check_overflow(&["--locks", "64"], "locks64");
+    check_overflow(&["--locks", "64"], "locks64", &lockmeter_core::settings::LOCKS);
 }
 
 #[test]
@@ -166,6 +193,7 @@ fn threads_refused_a_table_are_accounted_exactly() {
         p.totals("acquisitions") + p.dropped("acquisitions"),
         t * m,
     );
+    check_drop_hint(&s, "p.lmp", &lockmeter_core::settings::THREADS);
 }
 
 #[test]

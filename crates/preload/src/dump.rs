@@ -447,15 +447,17 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     }
 
     let mut d = Dropped {
-        acquisitions: state::ACQ_NO_SHARD.load(Relaxed) + merged.lost_acquisitions,
         locks: reg.unrecorded_locks_estimate(),
         threads: state::THREADS_REFUSED.load(Relaxed),
-        holds: 0,
         stacks: merged.lost_stacks,
+        acquisitions_no_thread: state::ACQ_NO_SHARD.load(Relaxed),
+        acquisitions_table_full: merged.lost_acquisitions,
+        ..Dropped::default()
     };
     let mut acquisitions = 0u64;
     for sh in state::shards() {
-        d.acquisitions += sh.dropped.get();
+        d.acquisitions_table_full += sh.dropped.get();
+        d.acquisitions_registry_full += sh.dropped_registry.get();
         d.holds += sh.held_overflow.get();
         d.stacks += sh.stacks_dropped.get();
     }
@@ -465,6 +467,8 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         }
     }
     merged.free();
+    d.acquisitions =
+        d.acquisitions_no_thread + d.acquisitions_table_full + d.acquisitions_registry_full;
     enc.dropped(&d).ok()?;
     let per_pair = NS_PER_PAIR.load(Relaxed);
     enc.overhead(&Overhead {
@@ -523,7 +527,7 @@ fn rows(merged: &Merged) -> impl Iterator<Item = Row<'_>> {
         events: &sh.events,
         who: Who::Thread(sh),
     });
-    let exited = (merged.threads > 0).then(|| Row {
+    let exited = (merged.threads > 0).then_some(Row {
         index: EXITED_INDEX,
         table: &merged.table,
         stacks: &merged.stacks,

@@ -64,7 +64,7 @@ fn lookup(
     }
     let reg = crate::state::registry()?;
     let Some((idx, slot)) = reg.lookup(addr as u64, kind) else {
-        cx.shard.dropped.add(1);
+        cx.shard.dropped_registry.add(1);
         return None;
     };
     let gen_ = slot.generation();

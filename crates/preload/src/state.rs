@@ -226,6 +226,8 @@ pub(crate) struct Shard {
     pub(crate) exited: AtomicPtr<Exited>,
     /// Acquisitions not recorded because the table was full.
     pub(crate) dropped: Counter,
+    /// Acquisitions not recorded because the lock registry was full.
+    pub(crate) dropped_registry: Counter,
     /// Holds not timed because `held` was full.
     pub(crate) held_overflow: Counter,
     pub(crate) table: Table<'static>,
