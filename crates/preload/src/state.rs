@@ -6,8 +6,8 @@
 //! - The lock registry (shared) and one shard per thread (private), both in `mmap`ed memory.
 //! - The per-thread TLS block: a `const`-initialized cell block without a destructor, so it is
 //!   usable at any point of a thread's life, even during TLS teardown.
-//! - Shard recycling: a thread's exit (a pthread key destructor) marks its shard *retiring*; a new
-//!   thread takes a retiring shard over only once the kernel no longer knows the old thread's tid
+//! - Shard recycling: a thread's exit (a pthread key destructor) marks its shard *retiring*; once
+//!   every index of the pool is taken, a new thread takes a retiring shard over, only once the kernel no longer knows the old thread's tid
 //!   (so none of its hooks can still run: not in a later TLS destructor, nor anywhere else). The
 //!   taker folds the old thread's records into the shard's *exited* accumulation (written into the
 //!   profile as one "[N exited threads]" row, counts exact), empties the tables and starts afresh
@@ -384,14 +384,17 @@ pub extern "C" fn lockmeter_thread_held(held: *const u8, len_offset: usize, entr
     core::hint::black_box((held, len_offset, entry_size));
 }
 
-/// Gives the calling thread a shard: a dead thread's, else a new one (null when refused).
+/// Gives the calling thread a shard: a new one while the pool has room (so that threads keep rows
+/// of their own), else a dead thread's (null when refused).
 fn new_shard() -> *const Shard {
     let saved = sys::errno();
-    let sp = match take_dead_shard() {
-        Some(sp) => sp,
-        None => create_shard(),
-    };
-    if !sp.is_null() {
+    let mut sp = create_shard();
+    if sp.is_null() {
+        sp = take_dead_shard().unwrap_or(core::ptr::null());
+    }
+    if sp.is_null() {
+        THREADS_REFUSED.fetch_add(1, Relaxed);
+    } else {
         if RECYCLE.load(Acquire) {
             // SAFETY: a key created by `init_recycling` (one of the first 32: no allocation).
             unsafe { libc::pthread_setspecific(EXIT_KEY.load(Relaxed), sp.cast()) };
@@ -519,12 +522,16 @@ fn take_over(sh: &Shard) -> bool {
     true
 }
 
-/// Creates a shard for the calling thread at the next free index.
+/// Creates a shard for the calling thread at the next free index (null when none is left).
 fn create_shard() -> *const Shard {
     let max = (CFG.max_threads.load(Relaxed) as usize).min(MAX_THREADS);
+    // Checked first, so that the index overshoots `max` by at most the threads racing here, however
+    // many threads come later.
+    if NEXT_THREAD.load(Relaxed) as usize >= max {
+        return core::ptr::null();
+    }
     let idx = NEXT_THREAD.fetch_add(1, Relaxed) as usize;
     if idx >= max {
-        THREADS_REFUSED.fetch_add(1, Relaxed);
         return core::ptr::null();
     }
     let records = CFG.records_per_thread.load(Relaxed) as usize;
@@ -537,7 +544,6 @@ fn create_shard() -> *const Shard {
     let total = events_off + nevents * size_of::<EventEntry>();
     let mem = map_zeroed(total);
     if mem.is_null() {
-        THREADS_REFUSED.fetch_add(1, Relaxed);
         return core::ptr::null();
     }
     MAPPED_BYTES.fetch_add(total as u64, Relaxed);
