@@ -662,7 +662,14 @@ fn dropped_causes(d: &lockmeter_format::model::Dropped, collector: &str) -> Stri
     let rest = d.acquisitions.saturating_sub(told);
     if rest > 0 || parts.is_empty() {
         // Profiles that do not tell the causes apart (older files, the kernel collector's maps).
-        parts.push(if collector == "preload" {
+        parts.push(if collector == "preload" && d.threads > 0 {
+            format!(
+                "{rest} by threads that got no table or with tables full (raise {} N, {} N or {} N)",
+                option_of(&THREADS),
+                option_of(&RECORDS),
+                option_of(&LOCKS)
+            )
+        } else if collector == "preload" {
             format!(
                 "{rest} with tables full (raise {} N or {} N)",
                 option_of(&RECORDS),

@@ -351,6 +351,17 @@ fn text_warns_loudly_about_drops() {
         ),
         "{s}"
     );
+    // The same with threads refused: the thread pool may be the cause too.
+    let mut o = sample_profile();
+    o.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 3, ..Dropped::default() };
+    let oa = Analysis::new(&o, &SymbolizeOptions { enabled: false });
+    let os = text_of(&oa, ReportOptions::default());
+    assert!(
+        os.contains(
+            "not recorded: 1234 by threads that got no table or with tables full (raise --threads N, --records N or --locks N)\n"
+        ),
+        "{os}"
+    );
     // Each cause names the `run` option that makes room for it, on the one line.
     let mut q = sample_profile();
     q.dropped = Dropped {
