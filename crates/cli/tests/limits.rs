@@ -4,7 +4,7 @@
 //! own count, and the estimates of dropped locks must be close to the truth.
 //!
 //! Ground-truth programs (`tests/programs/`): churn.c, hammer.c, many_locks.c, million.c,
-//! named_many.c, nested.c, reuse.c.
+//! named_many.c, nested.c, per_request.c, reuse.c.
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test limits`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -105,7 +105,33 @@ fn dropped_locks_estimate_counts_reinitialized_identities() {
     );
 }
 
-fn check_overflow(opts: &[&str], what: &str) {
+/// The report's line about dropped acquisitions, checked to name `option` (the `run` option that
+/// makes room, from the settings table) and no other option or variable.
+fn check_drop_hint(s: &Scratch, profile: &str, setting: &lockmeter_core::settings::Setting) {
+    let lockmeter_core::settings::Cli::Flag(option) = setting.cli else {
+        panic!("{} has no run option", setting.env)
+    };
+    let ran = lockmeter(&s.dir, &["report", profile]);
+    ran.expect_code(0);
+    let lines: Vec<&str> = ran.stdout.lines().filter(|l| l.contains("acquisitions on ~")).collect();
+    assert_eq!(lines.len(), 1, "one line about dropped acquisitions\n{ran}");
+    let line = lines[0];
+    assert!(line.contains(&format!("(raise {option} N)")), "{option} named: {line}");
+    for other in [
+        &lockmeter_core::settings::THREADS,
+        &lockmeter_core::settings::RECORDS,
+        &lockmeter_core::settings::LOCKS,
+    ] {
+        if let lockmeter_core::settings::Cli::Flag(o) = other.cli
+            && o != option
+        {
+            assert!(!line.contains(o), "{o} not named for this loss: {line}");
+        }
+    }
+    assert!(!line.contains("LOCKMETER_"), "no environment variable named: {line}");
+}
+
+fn check_overflow(opts: &[&str], what: &str, setting: &lockmeter_core::settings::Setting) {
     let s = Scratch::new(what);
     let exe = s.compile("many_locks");
     let nlocks = 200u64;
@@ -135,42 +161,42 @@ fn check_overflow(opts: &[&str], what: &str) {
         format!("{what}: dropped.locks {est} within 20% of the {missing} locks not recorded"),
     );
     p.eq("dropped.threads", p.dropped("threads"), 0);
+    check_drop_hint(&s, "p.lmp", setting);
 }
 
 #[test]
 fn per_thread_record_table_overflow_is_accounted_exactly() {
-    check_overflow(&["--records", "32"], "records32");
+    check_overflow(&["--records", "32"], "records32", &lockmeter_core::settings::RECORDS);
 }
 
 #[test]
 fn lock_registry_overflow_is_accounted_exactly() {
-    check_overflow(&["--locks", "64"], "locks64");
+    check_overflow(&["--locks", "64"], "locks64", &lockmeter_core::settings::LOCKS);
 }
 
 #[test]
 fn threads_refused_a_table_are_accounted_exactly() {
-    // --threads 2: the main thread (whose table the start-up calibration made) and one worker
-    // get tables; the other 3 workers are refused.
-    let s = Scratch::new("threads2");
+    // --threads 1: the main thread (whose table the start-up calibration made, and which lives
+    // to the end) has the only table; the workers, all refused, are counted.
+    let s = Scratch::new("threads1");
     let exe = s.compile("hammer");
     let (t, m) = (4u64, 1000u64);
     let ran =
-        run_metered(&s, "p.lmp", &["--threads", "2"], &exe, &[&t.to_string(), &m.to_string()]);
+        run_metered(&s, "p.lmp", &["--threads", "1"], &exe, &[&t.to_string(), &m.to_string()]);
     ran.expect_code(0);
     let p = Profile::load(&s.path("p.lmp"), &ran);
     p.check_consistency();
-    p.eq("dropped.threads", p.dropped("threads"), t - 1);
-    p.expect_lock("big_lock", "mutex", m);
-    p.eq(
-        "recorded + dropped acquisitions",
-        p.totals("acquisitions") + p.dropped("acquisitions"),
-        t * m,
-    );
+    p.eq("dropped.threads", p.dropped("threads"), t);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), 0);
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), t * m);
+    check_drop_hint(&s, "p.lmp", &lockmeter_core::settings::THREADS);
 }
 
 #[test]
 fn thread_churn_beyond_the_thread_limit_is_accounted_exactly() {
-    // 1100 short-lived threads (default limit 1024 tables; the main thread has one).
+    // 1100 short-lived threads, 16 at a time (default limit 1024 tables; the main thread has
+    // one): once the pool is used up, the tables of exited threads are reused, nothing is
+    // refused.
     let s = Scratch::new("churn");
     let exe = s.compile("churn");
     let n = 1100u64;
@@ -178,10 +204,58 @@ fn thread_churn_beyond_the_thread_limit_is_accounted_exactly() {
     ran.expect_code(0);
     let p = Profile::load(&s.path("p.lmp"), &ran);
     p.check_consistency();
-    let recorded = p.totals("acquisitions");
-    p.eq("threads listed", p.threads().len() as u64, recorded);
-    p.eq("dropped.threads", p.dropped("threads"), n - 1023);
-    p.eq("recorded + dropped acquisitions", recorded + p.dropped("acquisitions"), n);
+    p.eq("dropped.threads", p.dropped("threads"), 0);
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    p.expect_lock("churn_lock", "mutex", n);
+}
+
+#[test]
+fn thread_per_request_keeps_every_acquisition_with_default_options() {
+    // 2000 threads, at most 16 alive at once, each taking request_lock 25 times and once more in
+    // a key destructor during its exit: once the 1024 tables are used up, the shards of exited
+    // threads are reused, their records folded into one "[N exited threads]" row, exact.
+    let s = Scratch::new("per-request");
+    let exe = s.compile("per_request");
+    let (threads, per) = (2000u64, 25u64);
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[&threads.to_string(), "16", &per.to_string()]);
+    ran.expect_code(0);
+    let truth: u64 = ran
+        .stdout
+        .trim()
+        .strip_prefix("total ")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no total printed\n{ran}"));
+    assert_eq!(truth, threads * (per + 1) + 1, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.eq("dropped.acquisitions", p.dropped("acquisitions"), 0);
+    p.eq("dropped.threads", p.dropped("threads"), 0);
+    p.expect_lock("request_lock", "mutex", truth);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), truth);
+    // Rows: the exited threads merged into one, plus the threads whose shards were not taken
+    // over (and the main thread); every other row's acquisitions are one whole thread's (per + 1,
+    // the main thread's 1): a row never mixes two threads under one name.
+    let rows = p.threads();
+    let exited: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|t| sf(t, "name").is_some_and(|n| n.ends_with(" exited threads]")))
+        .collect();
+    p.eq("rows of exited threads", exited.len() as u64, 1);
+    let name = sf(exited[0], "name").unwrap();
+    let folded: u64 = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(" exited threads]"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| p.fail(format!("row name {name}")));
+    p.eq(format!("{name}: acquisitions"), u(exited[0], "acquisitions"), folded * (per + 1));
+    p.check(rows.len() <= 1025, format!("{} thread rows for 1024 tables", rows.len()));
+    p.check(folded >= threads + 1 - 1024, format!("{folded} exited threads folded"));
+    let single: u64 = rows.len() as u64 - 1;
+    p.eq("threads: folded + single rows", folded + single, threads + 1);
+    for t in rows.iter().filter(|t| !std::ptr::eq(*t, exited[0])) {
+        let a = u(t, "acquisitions");
+        p.check(a == per + 1 || a == 1, format!("a single thread's row has {a} acquisitions"));
+    }
 }
 
 #[test]

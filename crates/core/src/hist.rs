@@ -57,6 +57,18 @@ impl Log2Hist {
             c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
         }
     }
+    /// Adds `o`'s counts to this histogram. Single writer (of `self`) only.
+    pub fn absorb(&self, o: &Log2Hist) {
+        for (d, s) in self.b.iter().zip(o.b.iter()) {
+            d.store(d.load(Relaxed).wrapping_add(s.load(Relaxed)), Relaxed);
+        }
+    }
+    /// Empties the histogram. Single writer only.
+    pub fn clear(&self) {
+        for c in &self.b {
+            c.store(0, Relaxed);
+        }
+    }
     /// A copy of the bucket counts.
     pub fn snapshot(&self) -> [u64; BUCKETS] {
         core::array::from_fn(|i| self.b[i].load(Relaxed))

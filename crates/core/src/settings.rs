@@ -219,7 +219,7 @@ setting!(
     Value::Count { default: 1024, min: 1, max: MAX_THREADS },
     "N",
     "1024",
-    "Threads that get a table of their own."
+    "Threads alive at once that get a table of their own (a later thread takes over an exited thread's table; the exited threads' records stay, merged into one row)."
 );
 setting!(
     FRAMES,

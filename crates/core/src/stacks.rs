@@ -101,6 +101,11 @@ impl<'a> StackStore<'a> {
         None
     }
 
+    /// Capacity in stacks.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Number of stacks.
     pub fn len(&self) -> usize {
         self.len.get() as usize
@@ -109,6 +114,20 @@ impl<'a> StackStore<'a> {
     /// Whether the store is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Empties the store. Single writer only.
+    pub fn clear(&self) {
+        for e in self.entries {
+            if e.hash.load(Ordering::Relaxed) != 0 {
+                e.hash.store(0, Ordering::Release);
+                e.len.store(0, Ordering::Relaxed);
+                for f in &e.frames {
+                    f.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        self.len.set(0);
     }
 
     /// Every stack: (hash, frames copied into `buf`, count). Any thread.
@@ -259,6 +278,11 @@ impl<'a> EventTable<'a> {
         None
     }
 
+    /// Capacity in events.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Number of entries in use.
     pub fn len(&self) -> usize {
         self.len.get() as usize
@@ -267,6 +291,22 @@ impl<'a> EventTable<'a> {
     /// Whether no entry is in use.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Empties the table. Single writer only.
+    pub fn clear(&self) {
+        for e in self.entries {
+            if e.k_lock.load(Ordering::Relaxed) != 0 {
+                e.k_lock.store(0, Ordering::Release);
+                for c in [&e.k_kind, &e.k_stack, &e.k_holder_site, &e.k_holder_stack] {
+                    c.store(0, Ordering::Relaxed);
+                }
+                e.count.set(0);
+                e.wait_ns.set(0);
+                e.wait_ns_max.set(0);
+            }
+        }
+        self.len.set(0);
     }
 
     /// Every event with its key. Any thread.
@@ -355,5 +395,41 @@ mod tests {
                 (EventKind::FirstUse, 0x40, 1, 0, 0)
             ]
         );
+    }
+
+    #[test]
+    fn clear_empties_stacks_and_events() {
+        let mem: Vec<StackEntry> = (0..16).map(|_| StackEntry::new()).collect();
+        let s = StackStore::new(&mem);
+        for i in 1..=14u64 {
+            s.intern(&[i, i + 1]).unwrap();
+        }
+        assert!(s.intern(&[99]).is_none(), "full");
+        s.clear();
+        assert_eq!(s.len(), 0);
+        let mut n = 0;
+        s.for_each(|_, _| n += 1);
+        assert_eq!(n, 0);
+        let h = s.intern(&[5]).unwrap();
+        let mut seen = Vec::new();
+        s.for_each(|hh, f| seen.push((hh, f.to_vec())));
+        assert_eq!(seen, vec![(h, vec![5])]);
+
+        let mem: Vec<EventEntry> = (0..16).map(|_| EventEntry::new()).collect();
+        let t = EventTable::new(&mem);
+        let k = EventKey {
+            lock: 3,
+            kind: EventKind::Contended,
+            stack: 1,
+            holder_site: 2,
+            holder_stack: 4,
+        };
+        t.get(&k).unwrap().count.add(7);
+        t.clear();
+        assert_eq!(t.len(), 0);
+        let mut n = 0;
+        t.for_each(|_, _| n += 1);
+        assert_eq!(n, 0);
+        assert_eq!(t.get(&k).unwrap().count.get(), 0, "a reused entry starts at zero");
     }
 }

@@ -304,6 +304,49 @@ impl LiveStats {
         self.hold_hist.record(ns);
     }
 
+    /// Adds `o` to these statistics (totals add up, maxima take the larger). Single writer (of
+    /// `self`) only.
+    pub fn absorb(&self, o: &LiveStats) {
+        self.acquisitions.add(o.acquisitions.get());
+        self.contended.add(o.contended.get());
+        self.trylock_failures.add(o.trylock_failures.get());
+        self.wait_ns_total.add(o.wait_ns_total.get());
+        self.wait_ns_max.max(o.wait_ns_max.get());
+        self.hold_ns_total.add(o.hold_ns_total.get());
+        self.hold_ns_max.max(o.hold_ns_max.get());
+        self.holds_timed.add(o.holds_timed.get());
+        self.owner_changes.add(o.owner_changes.get());
+        self.cnt_hold.add(o.cnt_hold.get());
+        self.cnt_lock.add(o.cnt_lock.get());
+        self.cond_waits.add(o.cond_waits.get());
+        self.cond_wait_ns.add(o.cond_wait_ns.get());
+        self.wait_hist.absorb(&o.wait_hist);
+        self.hold_hist.absorb(&o.hold_hist);
+    }
+
+    /// Zeroes every figure. Single writer only.
+    pub fn clear(&self) {
+        for c in [
+            &self.acquisitions,
+            &self.contended,
+            &self.trylock_failures,
+            &self.wait_ns_total,
+            &self.wait_ns_max,
+            &self.hold_ns_total,
+            &self.hold_ns_max,
+            &self.holds_timed,
+            &self.owner_changes,
+            &self.cnt_hold,
+            &self.cnt_lock,
+            &self.cond_waits,
+            &self.cond_wait_ns,
+        ] {
+            c.set(0);
+        }
+        self.wait_hist.clear();
+        self.hold_hist.clear();
+    }
+
     /// A plain copy.
     #[inline(never)]
     pub fn snapshot(&self) -> Stats {
@@ -350,6 +393,29 @@ mod tests {
         assert_eq!(m.wait_ns_max, 300);
         assert_eq!(m.wait_hist.iter().sum::<u64>(), 4);
         assert!(Stats::default().is_empty());
+    }
+
+    #[test]
+    fn live_absorb_equals_snapshot_merge_and_clear_empties() {
+        let a = LiveStats::new();
+        a.acquisitions.add(5);
+        a.record_wait(700);
+        a.record_hold(20);
+        a.cond_waits.add(1);
+        let b = LiveStats::new();
+        b.acquisitions.add(2);
+        b.record_wait(100);
+        b.record_hold(90);
+        b.owner_changes.add(1);
+        let mut want = a.snapshot();
+        want.merge(&b.snapshot());
+        a.absorb(&b);
+        assert_eq!(a.snapshot(), want);
+        assert_eq!(a.snapshot().acquisitions, 7);
+        assert_eq!(a.snapshot().hold_ns_max, 90);
+        a.clear();
+        assert!(a.snapshot().is_empty());
+        assert_eq!(a.snapshot(), Stats::default());
     }
 
     #[test]

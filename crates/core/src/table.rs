@@ -114,6 +114,19 @@ impl<'a> Table<'a> {
         None
     }
 
+    /// Empties the table: every record in use is unpublished and zeroed. Only the table's single
+    /// writer may call this; a concurrent reader may see a record vanish, never a torn key.
+    pub fn clear(&self) {
+        for e in self.entries {
+            if e.k1.load(Ordering::Relaxed) != 0 {
+                e.k1.store(0, Ordering::Release);
+                e.k2.store(0, Ordering::Relaxed);
+                e.stats.clear();
+            }
+        }
+        self.len.set(0);
+    }
+
     /// The records in use, in table order (any thread).
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &'a LiveStats)> + 'a {
         self.entries.iter().filter_map(|e| {
@@ -165,6 +178,23 @@ mod tests {
         let found = (1..=1000u64).filter(|&k| t.get(k, 0).is_some()).count();
         assert_eq!(found, 56);
         assert_eq!(t.iter().map(|(_, _, s)| s.acquisitions.get()).sum::<u64>(), 56);
+    }
+
+    #[test]
+    fn clear_empties_and_the_table_refills() {
+        let m = mem(64);
+        let t = Table::new(&m);
+        for k in 1..=56u64 {
+            t.get(k, 3).unwrap().stats.acquisitions.add(k);
+        }
+        assert!(t.get(57, 3).is_none(), "full");
+        t.clear();
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.iter().count(), 0);
+        let e = t.get(9, 4).unwrap();
+        assert_eq!(e.stats.acquisitions.get(), 0, "a reused record starts at zero");
+        e.stats.acquisitions.add(1);
+        assert_eq!(t.iter().map(|(_, _, s)| s.acquisitions.get()).sum::<u64>(), 1);
     }
 
     #[test]

@@ -503,6 +503,10 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     holds: c.u64().map_err(at)?,
                     // Added after the first release of format 1: absent means none.
                     stacks: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    // Added later still: absent means the causes are not told apart.
+                    acquisitions_no_thread: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    acquisitions_table_full: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    acquisitions_registry_full: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::OVERHEAD => {

@@ -745,6 +745,9 @@ impl<S: Sink> Encoder<S> {
         r.u64(d.threads);
         r.u64(d.holds);
         r.u64(d.stacks);
+        r.u64(d.acquisitions_no_thread);
+        r.u64(d.acquisitions_table_full);
+        r.u64(d.acquisitions_registry_full);
         self.emit(tag::DROPPED, 0, &mut r, &[], false)?;
         self.dropped_done = true;
         Ok(())

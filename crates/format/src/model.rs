@@ -214,6 +214,12 @@ pub struct Dropped {
     pub holds: u64,
     /// Stacks or events not recorded because their tables were full.
     pub stacks: u64,
+    /// Of `acquisitions`: those of threads that got no table (thread pool exhausted).
+    pub acquisitions_no_thread: u64,
+    /// Of `acquisitions`: those that found their thread's record table full.
+    pub acquisitions_table_full: u64,
+    /// Of `acquisitions`: those of locks the lock registry had no room for.
+    pub acquisitions_registry_full: u64,
 }
 
 /// The profiler's own cost.

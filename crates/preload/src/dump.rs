@@ -10,6 +10,8 @@ use crate::sys::{self, PathBuf};
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use lockmeter_core::stacks::{EventEntry, EventTable, StackEntry, StackStore};
+use lockmeter_core::table::{Entry, Table};
 use lockmeter_core::{LockKind, Mode, clock};
 use lockmeter_format::{BufSink, Encoder, HeaderRef, MapRef, Sink, SinkError};
 use lockmeter_format::{ClockInfo, CpuStats, Dropped, EndReason, HoldTiming, Overhead};
@@ -348,7 +350,10 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
 
     // Locks and records, with dense lock ids assigned in a scratch map.
     let reg = state::registry()?;
-    let total: usize = state::shards().map(|s| s.table.len() + s.events.len()).sum();
+    // The dead threads whose shards were taken over, merged into one row.
+    let merged = Merged::of_exited();
+    let rows = || rows(&merged);
+    let total: usize = rows().map(|r| r.table.len() + r.events.len()).sum();
     let ids = IdMap::new(total);
     // The names the program gave, indexed once: (slot, generation) -> arena offset (+1).
     let mut nnames = 0usize;
@@ -358,9 +363,9 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         names.set(((slot as u64) << 32) | generation as u64, off + 1)
     });
     // Threads written so far (a thread is listed with its first record or event).
-    let listed_threads = IdMap::new(state::shards().count());
+    let listed_threads = IdMap::new(rows().count());
     let calib = CALIB_KEY.load(Relaxed);
-    for sh in state::shards() {
+    for sh in rows() {
         for (k1, site, live) in sh.table.iter() {
             let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
             let pair = ((slot_idx as u64) << 32) | gen_ as u64;
@@ -371,7 +376,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
                 continue;
             };
             if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
-                write_thread(b, enc, sh)?;
+                write_thread(b, enc, &sh)?;
             }
             let (id, new) = ids.get(pair)?;
             if new {
@@ -382,10 +387,10 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         }
     }
     // Stacks, deduplicated across threads, then the events that use them.
-    let nstacks: usize = state::shards().map(|s| s.stacks.len()).sum();
+    let nstacks: usize = rows().map(|s| s.stacks.len()).sum();
     let stack_ids = IdMap::new(nstacks);
     let mut ok = true;
-    for sh in state::shards() {
+    for sh in rows() {
         sh.stacks.for_each(|hash, frames| {
             if let Some((id, true)) = stack_ids.get(hash) {
                 ok &= enc.stack(id, frames).is_ok();
@@ -395,7 +400,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     if !ok {
         return None;
     }
-    for sh in state::shards() {
+    for sh in rows() {
         let mut failed = false;
         sh.events.for_each(|k, e| {
             if failed {
@@ -412,7 +417,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             // dropped, and their events (a first use, say) go with them.
             let Some(id) = ids.find(pair) else { return };
             if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
-                failed |= write_thread(b, enc, sh).is_none();
+                failed |= write_thread(b, enc, &sh).is_none();
             }
             let ev = lockmeter_format::Event {
                 thread: sh.index,
@@ -457,21 +462,28 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     }
 
     let mut d = Dropped {
-        acquisitions: state::ACQ_NO_SHARD.load(Relaxed),
         locks: reg.unrecorded_locks_estimate(),
         threads: state::THREADS_REFUSED.load(Relaxed),
-        holds: 0,
-        stacks: 0,
+        stacks: merged.lost_stacks,
+        acquisitions_no_thread: state::ACQ_NO_SHARD.load(Relaxed),
+        acquisitions_table_full: merged.lost_acquisitions,
+        ..Dropped::default()
     };
     let mut acquisitions = 0u64;
     for sh in state::shards() {
-        d.acquisitions += sh.dropped.get();
+        d.acquisitions_table_full += sh.dropped.get();
+        d.acquisitions_registry_full += sh.dropped_registry.get();
         d.holds += sh.held_overflow.get();
         d.stacks += sh.stacks_dropped.get();
+    }
+    for sh in rows() {
         for (_, _, live) in sh.table.iter() {
             acquisitions += live.acquisitions.get();
         }
     }
+    merged.free();
+    d.acquisitions =
+        d.acquisitions_no_thread + d.acquisitions_table_full + d.acquisitions_registry_full;
     enc.dropped(&d).ok()?;
     let per_pair = NS_PER_PAIR.load(Relaxed);
     enc.overhead(&Overhead {
@@ -501,21 +513,158 @@ fn write_lock(
     enc.lock(id, addr, gen_, kind, name)
 }
 
+/// The thread index of the row of exited threads (above every shard's index).
+const EXITED_INDEX: u32 = state::MAX_THREADS as u32 + 1;
+
+/// Whose records a [`Row`] holds.
+enum Who<'a> {
+    /// A shard's current (or last) thread.
+    Thread(&'a state::Shard),
+    /// The dead threads of every taken-over shard, this many.
+    Exited(u64),
+}
+
+/// One thread row of the profile and its tables.
+struct Row<'a> {
+    index: u32,
+    table: &'a Table<'static>,
+    stacks: &'a StackStore<'static>,
+    events: &'a EventTable<'static>,
+    who: Who<'a>,
+}
+
+/// Every row: one per shard, then the exited threads (if any).
+fn rows(merged: &Merged) -> impl Iterator<Item = Row<'_>> {
+    let shards = state::shards().map(|sh| Row {
+        index: sh.index,
+        table: &sh.table,
+        stacks: &sh.stacks,
+        events: &sh.events,
+        who: Who::Thread(sh),
+    });
+    let exited = (merged.threads > 0).then_some(Row {
+        index: EXITED_INDEX,
+        table: &merged.table,
+        stacks: &merged.stacks,
+        events: &merged.events,
+        who: Who::Exited(merged.threads),
+    });
+    shards.chain(exited)
+}
+
+/// The exited accumulations of all shards merged, in a scratch mapping (the dumping thread is
+/// its only writer). What does not fit is counted as dropped.
+struct Merged {
+    threads: u64,
+    table: Table<'static>,
+    stacks: StackStore<'static>,
+    events: EventTable<'static>,
+    lost_acquisitions: u64,
+    lost_stacks: u64,
+    mem: *mut u8,
+    bytes: usize,
+}
+
+impl Merged {
+    fn of_exited() -> Merged {
+        let exited = || {
+            state::shards().filter_map(|sh| {
+                // SAFETY: null or an accumulation published by a shard's owner, never unmapped.
+                unsafe { sh.exited.load(Acquire).as_ref() }
+            })
+        };
+        let (mut threads, mut nr, mut ns, mut ne) = (0u64, 0usize, 0usize, 0usize);
+        for ex in exited() {
+            threads += ex.threads.get();
+            nr += ex.table.len();
+            ns += ex.stacks.len();
+            ne += ex.events.len();
+        }
+        // At most half full: the merge never finds a table full.
+        let cap = |n: usize| (n.max(8) * 2).next_power_of_two();
+        let (nr, ns, ne) = if threads > 0 { (cap(nr), cap(ns), cap(ne)) } else { (0, 0, 0) };
+        let stacks_off = nr * size_of::<Entry>();
+        let events_off = stacks_off + ns * size_of::<StackEntry>();
+        let bytes = events_off + ne * size_of::<EventEntry>();
+        let mem = if bytes > 0 { state::map_zeroed(bytes) } else { core::ptr::null_mut() };
+        let mut m = Merged {
+            threads,
+            table: Table::new(&[]),
+            stacks: StackStore::new(&[]),
+            events: EventTable::new(&[]),
+            lost_acquisitions: 0,
+            lost_stacks: 0,
+            mem,
+            bytes,
+        };
+        if !mem.is_null() {
+            // SAFETY: a fresh zeroed mapping of `bytes` bytes holding the three entry arrays one
+            // after the other (each size a multiple of 8); zeroed memory is a valid empty entry.
+            // It lives until `free`, after the last use of the tables.
+            unsafe {
+                m.table = Table::new(core::slice::from_raw_parts(mem as *const Entry, nr));
+                m.stacks = StackStore::new(core::slice::from_raw_parts(
+                    mem.add(stacks_off) as *const StackEntry,
+                    ns,
+                ));
+                m.events = EventTable::new(core::slice::from_raw_parts(
+                    mem.add(events_off) as *const EventEntry,
+                    ne,
+                ));
+            }
+        }
+        for ex in exited() {
+            for (k1, site, live) in ex.table.iter() {
+                match m.table.get(k1, site) {
+                    Some(e) => e.stats.absorb(live),
+                    None => m.lost_acquisitions += live.acquisitions.get(),
+                }
+            }
+            ex.stacks.for_each(|_, frames| {
+                if m.stacks.intern(frames).is_none() {
+                    m.lost_stacks += 1;
+                }
+            });
+            ex.events.for_each(|k, e| match m.events.get(&k) {
+                Some(d) => {
+                    d.count.add(e.count.get());
+                    d.wait_ns.add(e.wait_ns.get());
+                    d.wait_ns_max.max(e.wait_ns_max.get());
+                }
+                None => m.lost_stacks += 1,
+            });
+        }
+        m
+    }
+
+    fn free(self) {
+        if !self.mem.is_null() {
+            // SAFETY: the mapping made in `of_exited`; its tables are not used after this.
+            unsafe { libc::munmap(self.mem.cast(), self.bytes) };
+        }
+    }
+}
+
 /// Writes a thread's record (only threads with records are listed: the constructor's
 /// calibration leaves the main thread with none of its own).
-fn write_thread(b: &mut Bufs, enc: &mut Enc, sh: &state::Shard) -> Option<()> {
-    b.scratch.clear().push(b"/proc/self/task/").push_u64(sh.tid as u64).push(b"/comm");
+fn write_thread(b: &mut Bufs, enc: &mut Enc, row: &Row<'_>) -> Option<()> {
+    let sh = match row.who {
+        Who::Thread(sh) => sh,
+        Who::Exited(n) => {
+            b.scratch.clear().push(b"[").push_u64(n);
+            b.scratch.push(if n == 1 { b" exited thread]" } else { b" exited threads]" });
+            return enc.thread(row.index, 0, b.scratch.bytes()).ok();
+        }
+    };
+    let tid = sh.tid.load(Relaxed);
+    b.scratch.clear().push(b"/proc/self/task/").push_u64(tid as u64).push(b"/comm");
     // SAFETY: `scratch` is NUL-terminated and outlives the call.
     let path = unsafe { core::ffi::CStr::from_ptr(b.scratch.as_ptr()) };
     let comm = sys::read_file(path, &mut b.comm);
     let comm = comm.strip_suffix(b"\n").unwrap_or(comm);
-    let name: &[u8] = if comm.is_empty() {
-        let n = sh.name.iter().position(|&c| c == 0).unwrap_or(sh.name.len());
-        sh.name.get(..n).unwrap_or(&[])
-    } else {
-        comm
-    };
-    enc.thread(sh.index, sh.tid, name).ok()
+    let (own, n) = sh.name();
+    let name: &[u8] = if comm.is_empty() { own.get(..n).unwrap_or(&[]) } else { comm };
+    enc.thread(sh.index, tid, name).ok()
 }
 
 /// Streams `/proc/self/maps` into map records.

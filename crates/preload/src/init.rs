@@ -89,6 +89,7 @@ fn init_inner() {
 
     calibrate_overhead();
     calibrate_stacks();
+    state::init_recycling();
 
     dump::START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
     dump::START_MONO_NS.store(clock::monotonic_ns(), Relaxed);

@@ -64,7 +64,7 @@ fn lookup(
     }
     let reg = crate::state::registry()?;
     let Some((idx, slot)) = reg.lookup(addr as u64, kind) else {
-        cx.shard.dropped.add(1);
+        cx.shard.dropped_registry.add(1);
         return None;
     };
     let gen_ = slot.generation();
@@ -139,7 +139,7 @@ pub(crate) fn capture_stack(cx: &Cx, site: usize, out: &mut [u64; MAX_FRAMES]) -
         n = crate::unwind::capture(
             cache,
             out.get_mut(..want).unwrap_or(&mut []),
-            cx.shard.stack_top,
+            cx.shard.stack_top.load(Relaxed),
         );
     }
     // The first frame must be the call site (the trampolines pass it exactly); if unwinding
@@ -168,7 +168,7 @@ impl Contention {
     pub(crate) fn gather(cx: &Cx, slot: Option<&Slot>, site: usize) -> Self {
         // A holder that just acquired may not have published itself yet: if the slot still names
         // no holder, or ourselves, the holder is unknown.
-        let me = cx.shard.index;
+        let me = cx.shard.owner.load(Relaxed);
         let (holder_site, holder_stack) = slot
             .filter(|s| {
                 !matches!(s.holder_thread.load(Relaxed), 0) && s.holder_thread.load(Relaxed) != me
@@ -308,7 +308,7 @@ pub(crate) fn acquired(
             t_now = t1;
         }
     }
-    let me = cx.shard.index;
+    let me = cx.shard.owner.load(Relaxed);
     if mode != Mode::Read {
         let prev = slot.last_owner.load(Relaxed);
         if prev != me {
@@ -588,7 +588,7 @@ pub(crate) fn lock_peek(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
-    let r = if held_by_other(cx.shard.tid) {
+    let r = if held_by_other(cx.shard.tid.load(Relaxed)) {
         wait_for(&cx, addr, kind, mode, site, lock)
     } else {
         lock_uncontended(&cx, addr, kind, mode, site, lock)

@@ -6,11 +6,17 @@
 //! - The lock registry (shared) and one shard per thread (private), both in `mmap`ed memory.
 //! - The per-thread TLS block: a `const`-initialized cell block without a destructor, so it is
 //!   usable at any point of a thread's life, even during TLS teardown.
+//! - Shard recycling: a thread's exit (a pthread key destructor) marks its shard *retiring*; once
+//!   every index of the pool is taken, a new thread takes a retiring shard over, only once the kernel no longer knows the old thread's tid
+//!   (so none of its hooks can still run: not in a later TLS destructor, nor anywhere else). The
+//!   taker folds the old thread's records into the shard's *exited* accumulation (written into the
+//!   profile as one "[N exited threads]" row, counts exact), empties the tables and starts afresh
+//!   under the same index with a new owner id.
 
 use crate::sys;
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use lockmeter_core::Counter;
 use lockmeter_core::clock::Calibration;
 use lockmeter_core::registry::{Registry, Slot};
@@ -187,15 +193,41 @@ pub(crate) struct CpuCounters {
     pub(crate) wait_ns: Counter,
 }
 
+/// What the dead threads that used a shard before its current thread left behind (see the module
+/// docs). Written only by the shard's current owner, when it takes the shard over.
+pub(crate) struct Exited {
+    /// Threads folded in.
+    pub(crate) threads: Counter,
+    pub(crate) table: Table<'static>,
+    pub(crate) stacks: StackStore<'static>,
+    pub(crate) events: EventTable<'static>,
+}
+
+/// `Shard::life`: its thread runs.
+const LIVE: u32 = 0;
+/// `Shard::life`: its thread's exit began (its pthread key destructor ran).
+const RETIRING: u32 = 1;
+/// `Shard::life`: a new thread is taking it over.
+const TAKING: u32 = 2;
+
 /// One thread's statistics. Lives in `mmap`ed memory for the life of the process.
 pub(crate) struct Shard {
-    /// 1-based thread index (the owner id in the registry).
+    /// 1-based thread index (the thread's row in the profile).
     pub(crate) index: u32,
-    pub(crate) tid: u32,
+    /// The owner id in the registry: `index` for the shard's first thread, a fresh id above
+    /// `MAX_THREADS` for each later one (so an owner change between them is seen).
+    pub(crate) owner: AtomicU32,
+    pub(crate) tid: AtomicU32,
     /// Thread name at the time of its first lock.
-    pub(crate) name: [u8; 16],
+    pub(crate) name: [AtomicU8; 16],
+    /// `LIVE`, `RETIRING` or `TAKING`.
+    life: AtomicU32,
+    /// Dead threads' records (null until the shard is first taken over).
+    pub(crate) exited: AtomicPtr<Exited>,
     /// Acquisitions not recorded because the table was full.
     pub(crate) dropped: Counter,
+    /// Acquisitions not recorded because the lock registry was full.
+    pub(crate) dropped_registry: Counter,
     /// Holds not timed because `held` was full.
     pub(crate) held_overflow: Counter,
     pub(crate) table: Table<'static>,
@@ -206,7 +238,7 @@ pub(crate) struct Shard {
     /// Stacks or events that did not fit.
     pub(crate) stacks_dropped: Counter,
     /// Upper bound of this thread's stack (stack reads never go at or above it).
-    pub(crate) stack_top: u64,
+    pub(crate) stack_top: AtomicU64,
     pub(crate) cpus: [CpuCounters; MAX_CPUS],
     pub(crate) private: UnsafeCell<Private>,
 }
@@ -221,6 +253,61 @@ pub(crate) static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 /// Threads refused a shard, and their acquisitions.
 pub(crate) static THREADS_REFUSED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ACQ_NO_SHARD: AtomicU64 = AtomicU64::new(0);
+/// The next owner id of a taken-over shard.
+static NEXT_OWNER: AtomicU32 = AtomicU32::new(MAX_THREADS as u32 + 1);
+/// The pthread key whose destructor marks a thread's shard retiring, when recycling is on.
+static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
+static RECYCLE: AtomicBool = AtomicBool::new(false);
+
+impl Shard {
+    /// The thread's name as recorded at its first lock.
+    pub(crate) fn name(&self) -> ([u8; 16], usize) {
+        let n: [u8; 16] = core::array::from_fn(|i| self.name[i].load(Relaxed));
+        let len = n.iter().position(|&c| c == 0).unwrap_or(n.len());
+        (n, len)
+    }
+
+    /// Records the calling thread as this shard's thread.
+    fn set_thread(&self, owner: u32) {
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes into `name`.
+        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+        for (d, s) in self.name.iter().zip(name) {
+            d.store(s, Relaxed);
+        }
+        self.tid.store(sys::gettid(), Relaxed);
+        self.stack_top.store(thread_stack_top(), Relaxed);
+        self.owner.store(owner, Relaxed);
+    }
+}
+
+/// The pthread key destructor: the thread is exiting. Its shard is only marked: hooks of this
+/// thread may still run (in later destructors) and keep using it until the thread is gone.
+extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
+    // SAFETY: the key's value is only ever set (in `publish`) to a shard, never unmapped.
+    if let Some(sh) = unsafe { (p as *const Shard).as_ref() } {
+        sh.life.store(RETIRING, Release);
+    }
+}
+
+/// Creates the thread-exit key (constructor only). Recycling stays off unless the key is one of
+/// the first 32, whose values glibc keeps inside the thread (so setting it never allocates).
+pub(crate) fn init_recycling() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer; the destructor is a plain extern "C" function.
+    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 && key < 32 {
+        EXIT_KEY.store(key, Relaxed);
+        RECYCLE.store(true, Release);
+    }
+}
+
+/// Whether the kernel no longer knows thread `tid` of this process: it has exited and runs no
+/// more code. A tid taken by a newer thread reads as alive (the shard just waits longer).
+fn thread_gone(tid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the thread exists; nothing is sent.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, 0) };
+    r == -1 && sys::errno() == libc::ESRCH
+}
 
 /// The per-thread TLS block. All-zero is its initial state (no lazy init, no destructor).
 #[repr(C)]
@@ -297,12 +384,154 @@ pub extern "C" fn lockmeter_thread_held(held: *const u8, len_offset: usize, entr
     core::hint::black_box((held, len_offset, entry_size));
 }
 
-/// Creates the calling thread's shard.
+/// Gives the calling thread a shard: a new one while the pool has room (so that threads keep rows
+/// of their own), else a dead thread's (null when refused).
 fn new_shard() -> *const Shard {
+    let saved = sys::errno();
+    let mut sp = create_shard();
+    if sp.is_null() {
+        sp = take_dead_shard().unwrap_or(core::ptr::null());
+    }
+    if sp.is_null() {
+        THREADS_REFUSED.fetch_add(1, Relaxed);
+    } else {
+        if RECYCLE.load(Acquire) {
+            // SAFETY: a key created by `init_recycling` (one of the first 32: no allocation).
+            unsafe { libc::pthread_setspecific(EXIT_KEY.load(Relaxed), sp.cast()) };
+        }
+        // SAFETY: `sp` is a published shard; only the address of its private part is taken.
+        let private = unsafe { (*sp).private.get() } as *const u8;
+        lockmeter_thread_held(
+            private,
+            core::mem::offset_of!(Private, held_len),
+            core::mem::size_of::<Held>(),
+        );
+    }
+    sys::set_errno(saved);
+    sp
+}
+
+/// Takes over the shard of a thread that has exited, if there is one (see the module docs).
+fn take_dead_shard() -> Option<*const Shard> {
+    if !RECYCLE.load(Acquire) {
+        return None;
+    }
     let max = (CFG.max_threads.load(Relaxed) as usize).min(MAX_THREADS);
+    let n = (NEXT_THREAD.load(Acquire) as usize).min(max);
+    for p in SHARDS.iter().take(n) {
+        // SAFETY: non-null pointers are published shards, never unmapped.
+        let Some(sh) = (unsafe { p.load(Acquire).as_ref() }) else { continue };
+        if sh.life.load(Acquire) != RETIRING || !thread_gone(sh.tid.load(Relaxed)) {
+            continue;
+        }
+        if sh.life.compare_exchange(RETIRING, TAKING, Acquire, Relaxed).is_err() {
+            continue;
+        }
+        // The old thread is gone (the kernel released its tid after its last instruction), and
+        // we won the shard: we are its only writer from here on.
+        if take_over(sh) {
+            sh.life.store(LIVE, Release);
+            return Some(sh as *const Shard);
+        }
+        sh.life.store(RETIRING, Release);
+        return None;
+    }
+    None
+}
+
+/// Maps an [`Exited`] accumulation sized like `sh`'s tables. Null on failure.
+fn new_exited(sh: &Shard) -> *mut Exited {
+    let records = sh.table.capacity();
+    let nstacks = sh.stacks.capacity();
+    let nevents = sh.events.capacity();
+    let head = (size_of::<Exited>() + 127) & !127;
+    let stacks_off = head + records * size_of::<Entry>();
+    let events_off = stacks_off + nstacks * size_of::<StackEntry>();
+    let total = events_off + nevents * size_of::<EventEntry>();
+    let mem = map_zeroed(total);
+    if mem.is_null() {
+        return core::ptr::null_mut();
+    }
+    MAPPED_BYTES.fetch_add(total as u64, Relaxed);
+    let ep = mem as *mut Exited;
+    // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned: the header first,
+    // then the zeroed entries of each table (zeroed memory is a valid empty entry).
+    unsafe {
+        let entries = core::slice::from_raw_parts(mem.add(head) as *const Entry, records);
+        let stacks = core::slice::from_raw_parts(mem.add(stacks_off) as *const StackEntry, nstacks);
+        let events = core::slice::from_raw_parts(mem.add(events_off) as *const EventEntry, nevents);
+        ep.write(Exited {
+            threads: Counter::new(),
+            table: Table::new(entries),
+            stacks: StackStore::new(stacks),
+            events: EventTable::new(events),
+        });
+    }
+    ep
+}
+
+/// Folds the dead thread's records of `sh` into its exited accumulation, empties its tables and
+/// makes the calling thread its owner. The caller won `sh` (`TAKING`). False when the
+/// accumulation cannot be mapped (the shard is left as it was).
+fn take_over(sh: &Shard) -> bool {
+    let mut ep = sh.exited.load(Acquire);
+    if ep.is_null() {
+        ep = new_exited(sh);
+        if ep.is_null() {
+            return false;
+        }
+        sh.exited.store(ep, Release);
+    }
+    // SAFETY: published above or by an earlier owner; never unmapped.
+    let ex = unsafe { &*ep };
+    for (k1, site, live) in sh.table.iter() {
+        match ex.table.get(k1, site) {
+            Some(e) => e.stats.absorb(live),
+            // Counted like any acquisition that found its table full.
+            None => sh.dropped.add(live.acquisitions.get()),
+        }
+    }
+    sh.stacks.for_each(|_, frames| {
+        if ex.stacks.intern(frames).is_none() {
+            sh.stacks_dropped.add(1);
+        }
+    });
+    sh.events.for_each(|k, e| match ex.events.get(&k) {
+        Some(d) => {
+            d.count.add(e.count.get());
+            d.wait_ns.add(e.wait_ns.get());
+            d.wait_ns_max.max(e.wait_ns_max.get());
+        }
+        None => sh.stacks_dropped.add(1),
+    });
+    ex.threads.add(1);
+    sh.table.clear();
+    sh.stacks.clear();
+    sh.events.clear();
+    // SAFETY: the old thread is gone and we own the shard now: nobody else touches `private`.
+    // Everything but the unwind cache (valid for any thread of the process) starts afresh.
+    unsafe {
+        let p = sh.private.get();
+        let cache = (*p).unwind_cache;
+        core::ptr::write_bytes(p, 0, 1);
+        (*p).unwind_cache = cache;
+    }
+    // Ids wrap after 2^32 take-overs; a collision then can only hide one owner change.
+    let owner = NEXT_OWNER.fetch_add(1, Relaxed).max(MAX_THREADS as u32 + 1);
+    sh.set_thread(owner);
+    true
+}
+
+/// Creates a shard for the calling thread at the next free index (null when none is left).
+fn create_shard() -> *const Shard {
+    let max = (CFG.max_threads.load(Relaxed) as usize).min(MAX_THREADS);
+    // Checked first, so that the index overshoots `max` by at most the threads racing here, however
+    // many threads come later.
+    if NEXT_THREAD.load(Relaxed) as usize >= max {
+        return core::ptr::null();
+    }
     let idx = NEXT_THREAD.fetch_add(1, Relaxed) as usize;
     if idx >= max {
-        THREADS_REFUSED.fetch_add(1, Relaxed);
         return core::ptr::null();
     }
     let records = CFG.records_per_thread.load(Relaxed) as usize;
@@ -313,18 +542,12 @@ fn new_shard() -> *const Shard {
     let stacks_off = head + records * size_of::<Entry>();
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
     let total = events_off + nevents * size_of::<EventEntry>();
-    let saved = sys::errno();
     let mem = map_zeroed(total);
     if mem.is_null() {
-        sys::set_errno(saved);
-        THREADS_REFUSED.fetch_add(1, Relaxed);
         return core::ptr::null();
     }
     MAPPED_BYTES.fetch_add(total as u64, Relaxed);
     let sp = mem as *mut Shard;
-    let mut name = [0u8; 16];
-    // SAFETY: PR_GET_NAME writes at most 16 bytes into `name`.
-    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes. Zeroed memory is valid for every
     // field of Shard except `table` (it holds a slice reference), which is written here before the
     // shard is published. The entries live right after the 128-aligned header.
@@ -335,25 +558,15 @@ fn new_shard() -> *const Shard {
         core::ptr::addr_of_mut!((*sp).stacks).write(StackStore::new(stacks));
         let events = core::slice::from_raw_parts(mem.add(events_off) as *const EventEntry, nevents);
         core::ptr::addr_of_mut!((*sp).events).write(EventTable::new(events));
-        core::ptr::addr_of_mut!((*sp).stack_top).write(thread_stack_top());
         if with_stacks {
             (*(*sp).private.get()).unwind_cache = crate::unwind::take_cache();
         }
         core::ptr::addr_of_mut!((*sp).index).write(idx as u32 + 1);
-        core::ptr::addr_of_mut!((*sp).tid).write(sys::gettid());
-        core::ptr::addr_of_mut!((*sp).name).write(name);
+        (*sp).set_thread(idx as u32 + 1);
     }
     if let Some(s) = SHARDS.get(idx) {
         s.store(sp, Release);
     }
-    // SAFETY: `sp` was initialised above; only the address of its private part is taken.
-    let private = unsafe { (*sp).private.get() } as *const u8;
-    lockmeter_thread_held(
-        private,
-        core::mem::offset_of!(Private, held_len),
-        core::mem::size_of::<Held>(),
-    );
-    sys::set_errno(saved);
     sp
 }
 

@@ -626,8 +626,10 @@ fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w)?;
         writeln!(
             w,
-            "!!! WARNING: {} acquisitions on ~{} locks not recorded: tables full; raise LOCKMETER_LOCKS / LOCKMETER_RECORDS",
-            d.acquisitions, d.locks
+            "!!! WARNING: {} acquisitions on ~{} locks not recorded: {}",
+            d.acquisitions,
+            d.locks,
+            dropped_causes(d, &a.header.collector)
         )?;
         if d.threads > 0 {
             writeln!(
@@ -723,6 +725,52 @@ fn heading(
     } else {
         writeln!(w, "{what} by {} ({total}):", key.describe())
     }
+}
+
+/// The `run` option of a setting (its variable if it has none).
+fn option_of(s: &lockmeter_core::settings::Setting) -> &'static str {
+    use lockmeter_core::settings::Cli;
+    match s.cli {
+        Cli::Flag(f) | Cli::Own(f) => f,
+        Cli::None => s.env,
+    }
+}
+
+/// Why acquisitions were dropped, each cause with the `run` option that makes room for it.
+fn dropped_causes(d: &lockmeter_format::model::Dropped, collector: &str) -> String {
+    use lockmeter_core::settings::{LOCKS, RECORDS, THREADS};
+    let mut parts = Vec::new();
+    for (n, what, setting) in [
+        (d.acquisitions_no_thread, "by threads that got no table", &THREADS),
+        (d.acquisitions_table_full, "with their thread's record table full", &RECORDS),
+        (d.acquisitions_registry_full, "with the lock registry full", &LOCKS),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what} (raise {} N)", option_of(setting)));
+        }
+    }
+    let told = d.acquisitions_no_thread + d.acquisitions_table_full + d.acquisitions_registry_full;
+    let rest = d.acquisitions.saturating_sub(told);
+    if rest > 0 || parts.is_empty() {
+        // Profiles that do not tell the causes apart (older files, the kernel collector's maps).
+        parts.push(if collector == "preload" && d.threads > 0 {
+            format!(
+                "{rest} by threads that got no table or with tables full (raise {} N, {} N or {} N)",
+                option_of(&THREADS),
+                option_of(&RECORDS),
+                option_of(&LOCKS)
+            )
+        } else if collector == "preload" {
+            format!(
+                "{rest} with tables full (raise {} N or {} N)",
+                option_of(&RECORDS),
+                option_of(&LOCKS)
+            )
+        } else {
+            format!("{rest} with tables full")
+        });
+    }
+    parts.join("; ")
 }
 
 /// The line for a profile without lock acquisitions. The preload collector sees pthread locks

@@ -56,7 +56,16 @@ fn golden_by_cpu() {
 #[test]
 fn golden_summary_with_drops() {
     let mut p = sample_profile();
-    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 17, stacks: 0 };
+    p.dropped = Dropped {
+        acquisitions: 1234,
+        locks: 5,
+        threads: 1,
+        holds: 17,
+        acquisitions_no_thread: 1000,
+        acquisitions_table_full: 200,
+        acquisitions_registry_full: 34,
+        ..Dropped::default()
+    };
     p.header.hold_timing = HoldTiming::Sampled(16);
     let a = Analysis::with_symbolizer(&p, &mut FakeSymbols::sample());
     check("summary_drops.txt", &render_to(&a, |a, w| summary(a, 2, w)));

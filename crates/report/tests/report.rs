@@ -260,7 +260,8 @@ fn json_top_and_sort() {
 #[test]
 fn json_states_drops_and_timing_modes() {
     let mut p = sample_profile();
-    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 7, stacks: 0 };
+    p.dropped =
+        Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 7, ..Dropped::default() };
     p.header.hold_timing = HoldTiming::Sampled(16);
     p.header.end_reason = EndReason::Signal(15);
     let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
@@ -347,21 +348,53 @@ fn text_states_the_headline() {
 #[test]
 fn text_warns_loudly_about_drops() {
     let mut p = sample_profile();
-    p.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 0, holds: 0, stacks: 0 };
+    // A profile that does not tell the causes apart (an older file).
+    p.dropped = Dropped { acquisitions: 1234, locks: 5, ..Dropped::default() };
     p.header.hold_timing = HoldTiming::Off;
     let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
     let s = text_of(&a, ReportOptions::default());
     assert!(
         s.contains(
-            "1234 acquisitions on ~5 locks not recorded: tables full; raise LOCKMETER_LOCKS / LOCKMETER_RECORDS"
+            "!!! WARNING: 1234 acquisitions on ~5 locks not recorded: 1234 with tables full (raise --records N or --locks N)\n"
         ),
         "{s}"
     );
+    // The same with threads refused: the thread pool may be the cause too.
+    let mut o = sample_profile();
+    o.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 3, ..Dropped::default() };
+    let oa = Analysis::new(&o, &SymbolizeOptions { enabled: false });
+    let os = text_of(&oa, ReportOptions::default());
+    assert!(
+        os.contains(
+            "not recorded: 1234 by threads that got no table or with tables full (raise --threads N, --records N or --locks N)\n"
+        ),
+        "{os}"
+    );
+    // Each cause names the `run` option that makes room for it, on the one line.
+    let mut q = sample_profile();
+    q.dropped = Dropped {
+        acquisitions: 1234,
+        locks: 5,
+        threads: 2,
+        acquisitions_no_thread: 1000,
+        acquisitions_table_full: 200,
+        acquisitions_registry_full: 34,
+        ..Dropped::default()
+    };
+    let qa = Analysis::new(&q, &SymbolizeOptions { enabled: false });
+    let qs = text_of(&qa, ReportOptions::default());
+    assert!(
+        qs.contains(
+            "!!! WARNING: 1234 acquisitions on ~5 locks not recorded: 1000 by threads that got no table (raise --threads N); 200 with their thread's record table full (raise --records N); 34 with the lock registry full (raise --locks N)\n"
+        ),
+        "{qs}"
+    );
+    assert!(!qs.contains("LOCKMETER_"), "{qs}");
     assert!(s.contains("WARNING"));
     assert!(s.contains("hold timing was off"));
     assert!(!s.contains("clock ran at"));
     let sum = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
-    assert!(sum.contains("not recorded: tables full"));
+    assert!(sum.contains("not recorded: 1234 with tables full"));
 }
 
 #[test]

@@ -156,7 +156,16 @@ pub fn rich_profile() -> Profile {
             preempted_ns: 9_000,
             preempted_wait_ns: 4_000,
         }],
-        dropped: Dropped { acquisitions: 5, locks: 1, threads: 2, holds: 3, stacks: 4 },
+        dropped: Dropped {
+            acquisitions: 5,
+            locks: 1,
+            threads: 2,
+            holds: 3,
+            stacks: 4,
+            acquisitions_no_thread: 1,
+            acquisitions_table_full: 2,
+            acquisitions_registry_full: 2,
+        },
         overhead: Overhead {
             ns_per_pair: 14,
             estimated_total_ns: 140_000,
