@@ -125,6 +125,9 @@ fn rust_std_locks_are_named_by_their_statics() {
         plain.stderr.contains("is a Rust program") && plain.stderr.contains("lockmeter record"),
         "{plain}"
     );
+    // A program that took no lock cost nothing: the collector's own calibration is not counted.
+    let pp = Profile::load(&s.path("plain.lmp"), &plain);
+    pp.eq("overhead.estimated_total_ns", u(&pp.json["overhead"], "estimated_total_ns"), 0);
     need_ebpf!(s, "rust_std_locks_are_named_by_their_statics (record)");
     let iters = 100_000u64;
     let ran = record(&s, "r.lmp", &[], &exe, &["4", &iters.to_string()]);

@@ -476,9 +476,14 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         d.holds += sh.held_overflow.get();
         d.stacks += sh.stacks_dropped.get();
     }
+    // The program's acquisitions only: the collector's own calibration pairs are not its cost.
+    let calib = CALIB_KEY.load(Relaxed);
     for sh in rows() {
-        for (_, _, live) in sh.table.iter() {
-            acquisitions += live.acquisitions.get();
+        for (k1, _, live) in sh.table.iter() {
+            let (slot_idx, gen_, _, _) = crate::meter::unkey(k1);
+            if ((slot_idx as u64) << 32) | gen_ as u64 != calib {
+                acquisitions += live.acquisitions.get();
+            }
         }
     }
     merged.free();
