@@ -36,7 +36,7 @@ pub(crate) struct OverheadArgs {
     #[arg(long, value_delimiter = ',', default_value = "hot,many", value_parser = ["hot", "many", "none"])]
     contended: Vec<String>,
     /// Acquisitions per thread in each contended workload.
-    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     contended_pairs: u64,
 }
 
