@@ -161,6 +161,13 @@ fn check_overflow(opts: &[&str], what: &str, setting: &lockmeter_core::settings:
         format!("{what}: dropped.locks {est} within 20% of the {missing} locks not recorded"),
     );
     p.eq("dropped.threads", p.dropped("threads"), 0);
+    // The JSON tells the cause apart: all of the loss is this setting's.
+    let cause = if setting.env == lockmeter_core::settings::RECORDS.env {
+        "acquisitions_table_full"
+    } else {
+        "acquisitions_registry_full"
+    };
+    p.eq(format!("{what}: dropped.{cause}"), p.dropped(cause), dropped);
     check_drop_hint(&s, "p.lmp", setting);
 }
 
@@ -189,6 +196,7 @@ fn threads_refused_a_table_are_accounted_exactly() {
     p.eq("dropped.threads", p.dropped("threads"), t);
     p.eq("totals.acquisitions", p.totals("acquisitions"), 0);
     p.eq("dropped.acquisitions", p.dropped("acquisitions"), t * m);
+    p.eq("dropped.acquisitions_no_thread", p.dropped("acquisitions_no_thread"), t * m);
     check_drop_hint(&s, "p.lmp", &lockmeter_core::settings::THREADS);
 }
 

@@ -162,6 +162,9 @@ struct DroppedOut {
     threads: u64,
     holds: u64,
     stacks: u64,
+    acquisitions_no_thread: u64,
+    acquisitions_table_full: u64,
+    acquisitions_registry_full: u64,
 }
 
 /// The statistics every lock, site and thread entry carries.
@@ -514,6 +517,9 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             threads: a.dropped.threads,
             holds: a.dropped.holds,
             stacks: a.dropped.stacks,
+            acquisitions_no_thread: a.dropped.acquisitions_no_thread,
+            acquisitions_table_full: a.dropped.acquisitions_table_full,
+            acquisitions_registry_full: a.dropped.acquisitions_registry_full,
         },
         sort: opts.sort.as_str(),
         top: opts.top,
