@@ -684,25 +684,31 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
     };
     let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
     let wanted = releasing(&cx, i);
-    // For lock-holder preemption (`run --kernel` reads the held stack of a switched-out
-    // thread), the hold ends here: a waker preempted inside the real unlock by the thread it
-    // woke is not a preempted holder. Put back if the unlock fails.
+    let r = end_hold(&cx, i, t_rel, wanted, unlock);
+    crate::state::leave(cx);
+    r
+}
+
+/// Runs the real release `release` of held index `i` and records the hold when it succeeds.
+/// For lock-holder preemption (`run --kernel` reads the held stack of a switched-out thread),
+/// the hold ends before the real call: a waker preempted inside it by the thread it woke is not
+/// a preempted holder. The entry is put back if the release fails.
+#[inline(always)]
+fn end_hold(cx: &Cx, i: usize, t_rel: u64, wanted: bool, release: impl FnOnce() -> c_int) -> c_int {
     // SAFETY: busy flag held.
     let held_addr = unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
-    let r = unlock();
+    let r = release();
     if r != 0 {
         // SAFETY: busy flag held.
         if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
             h.addr = a;
         }
+        return r;
     }
-    if r == 0 {
-        if wanted && CFG.frames.load(Relaxed) > 1 {
-            holding(&cx, i, t_rel);
-        }
-        released(&cx, i, t_rel, wanted);
+    if wanted && CFG.frames.load(Relaxed) > 1 {
+        holding(cx, i, t_rel);
     }
-    crate::state::leave(cx);
+    released(cx, i, t_rel, wanted);
     r
 }
 
@@ -888,24 +894,14 @@ pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int 
         let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
         let wanted = releasing(&cx, i);
         let wanted = wanted || sem_has_waiters(addr);
-        // The hold ends before the real post, as in `unlock_with` (lock-holder preemption).
-        // SAFETY: busy flag held.
-        let held_addr =
-            unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
-        r = post();
-        e = crate::sys::errno();
-        if r != 0 {
-            // SAFETY: busy flag held.
-            if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
-                h.addr = a;
-            }
-        }
-        if r == 0 {
-            if wanted && CFG.frames.load(Relaxed) > 1 {
-                holding(&cx, i, t_rel);
-            }
-            released(&cx, i, t_rel, wanted);
-        }
+        // errno is read right after the real post, before the hold is recorded.
+        let mut post_errno = 0;
+        r = end_hold(&cx, i, t_rel, wanted, || {
+            let r = post();
+            post_errno = crate::sys::errno();
+            r
+        });
+        e = post_errno;
     } else {
         r = post();
         e = crate::sys::errno();
