@@ -4,18 +4,15 @@
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::path::Path;
 
-/// The runtime whose locks `LD_PRELOAD` cannot see, from the executable: Go (its build info or
-/// line table sections), Rust (its standard library's symbols), the JVM (linked to libjli or
-/// libjvm).
+/// The runtime whose locks `LD_PRELOAD` cannot see, from the executable: Go (as `record`
+/// recognizes it), Rust (its standard library's symbols), the JVM (linked to libjli or libjvm).
 pub(crate) fn runtime_of(exe: &Path) -> Option<&'static str> {
-    let data = std::fs::read(exe).ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    if file.section_by_name(".go.buildinfo").is_some()
-        || file.section_by_name(".gopclntab").is_some()
-    {
+    if lockmeter_kernel::is_go_program(exe) {
         return Some("Go");
     }
-    if elf_needed(&data).iter().any(|l| l.contains("libjli") || l.contains("libjvm")) {
+    let data = std::fs::read(exe).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    if elf_needed(&file).iter().any(|l| l.contains("libjli") || l.contains("libjvm")) {
         return Some("JVM");
     }
     let rust = file.symbols().chain(file.dynamic_symbols()).any(|s| {
@@ -24,13 +21,11 @@ pub(crate) fn runtime_of(exe: &Path) -> Option<&'static str> {
     rust.then_some("Rust")
 }
 
-/// DT_NEEDED entries of an ELF file (the libraries it links to).
-fn elf_needed(data: &[u8]) -> Vec<String> {
-    let Ok(file) = object::File::parse(data) else { return Vec::new() };
+/// The shared objects an ELF file names in its dynamic string table (the libraries it links to).
+fn elf_needed(file: &object::File<'_>) -> Vec<String> {
     let Some(dynstr) = file.section_by_name(".dynstr").and_then(|s| s.data().ok()) else {
         return Vec::new();
     };
-    // Library names are the .dynstr strings that look like shared objects.
     dynstr
         .split(|&b| b == 0)
         .filter_map(|s| std::str::from_utf8(s).ok())

@@ -28,6 +28,12 @@ mod bpf;
 pub use profile::{GoProc, Raw, RawAgg, RawPreempt, RawProc, build_profiles};
 
 use std::ffi::OsString;
+
+/// Whether the executable at `path` is a Go program (the same test `record` uses to decide on
+/// Go uprobes).
+pub fn is_go_program(path: &std::path::Path) -> bool {
+    !matches!(golang::inspect_file(path), golang::Inspection::NotGo)
+}
 use std::time::Duration;
 
 /// What to trace.
