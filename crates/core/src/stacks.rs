@@ -331,6 +331,14 @@ impl<'a> EventTable<'a> {
     }
 }
 
+/// Whether a module (a file name, e.g. `libc.so.6`) is one whose frames do not say where a
+/// program takes a lock: the C library, the dynamic loader, lockmeter's own collector.
+pub fn is_system_library(file_name: &str) -> bool {
+    ["libc.so", "libc-", "libpthread", "ld-linux", "ld64.so", "liblockmeter_preload"]
+        .iter()
+        .any(|p| file_name.starts_with(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

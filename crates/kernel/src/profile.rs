@@ -205,7 +205,8 @@ fn in_libc(maps: &[MapEntry], addr: u64) -> bool {
     maps.iter().any(|m| {
         addr >= m.start
             && addr < m.end
-            && ["/libc.so", "/libc-", "/libpthread", "/ld-linux"].iter().any(|p| m.path.contains(p))
+            && m.path.starts_with('/')
+            && m.path.rsplit('/').next().is_some_and(lockmeter_core::stacks::is_system_library)
     })
 }
 

@@ -396,14 +396,6 @@ impl Resolver<'_> {
     }
 }
 
-/// Modules whose frames do not name a lock's user (the C library, the dynamic loader, the
-/// collector itself).
-fn is_system_module(m: &str) -> bool {
-    ["libc.so", "libc-", "libpthread", "ld-linux", "ld64.so", "liblockmeter_preload"]
-        .iter()
-        .any(|p| m.starts_with(p))
-}
-
 /// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
 /// outside the C library (frames[0] is already the caller of the lock function). A futex word
 /// (seen by the kernel collector) reads `futex 0x… first waited at <function>`, a Go mutex
@@ -411,7 +403,7 @@ fn is_system_module(m: &str) -> bool {
 fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<String> {
     let f = frames
         .iter()
-        .find(|f| !f.module.as_deref().is_some_and(is_system_module))
+        .find(|f| !f.module.as_deref().is_some_and(lockmeter_core::stacks::is_system_library))
         .or(frames.first())?;
     let func = f.function.as_ref()?;
     let what = match kind {
