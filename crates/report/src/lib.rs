@@ -50,6 +50,7 @@
 pub mod analysis;
 mod csvout;
 pub mod export;
+mod frames;
 mod html;
 mod json;
 pub mod options;
@@ -74,10 +75,11 @@ pub fn open(path: &Path, opts: &SymbolizeOptions) -> Result<(Profile, Symbolizer
 }
 
 pub use analysis::{
-    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, ThreadAgg,
-    Totals, hist_rows,
+    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, StackSample,
+    ThreadAgg, Totals, hist_rows,
 };
 pub use csvout::csv;
+pub use frames::{FrameCache, names_outermost_first};
 pub use html::html;
 pub use json::{SCHEMA_VERSION, json};
 pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};

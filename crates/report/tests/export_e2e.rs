@@ -9,11 +9,11 @@ use std::sync::OnceLock;
 
 use export_common::go_pprof_top;
 use lockmeter_format::model::*;
+use lockmeter_report::export::Weight;
 use lockmeter_report::export::diff::{self, DiffOptions, Status};
 use lockmeter_report::export::flame;
 use lockmeter_report::export::plot::{self, PlotOptions};
 use lockmeter_report::export::pprof;
-use lockmeter_report::export::{Weight, stack_samples};
 use lockmeter_report::{Analysis, ElfSymbolizer, SymbolizeOptions};
 
 const PROGRAM: &str = r#"
@@ -183,7 +183,8 @@ fn real_program_exports() {
     pprof::write(&pb, true, &mut gz).unwrap();
     let back = pprof::read(&gz).unwrap();
     assert_eq!(back, pb);
-    let samples = stack_samples(&before, EventKind::Contended);
+    let analysis = Analysis::with_symbolizer(&before, &mut sym);
+    let samples = analysis.stack_samples(EventKind::Contended);
     assert_eq!(back.sample.len(), samples.len());
     assert_eq!(
         back.sample.iter().map(|s| s.value[1]).sum::<i64>() as u64,

@@ -319,3 +319,36 @@ fn text_views_mention_what_they_show() {
     text(&f, &ReportOptions::default(), &mut out).unwrap();
     assert!(String::from_utf8(out).unwrap().contains("filter:   --lock queue: 1 of 4 locks"));
 }
+
+#[test]
+fn one_fold_for_every_view() {
+    // A second stack id with the same frames as stack 1 (a collector may intern a stack twice):
+    // its events join stack 1's in the analysis and in the stack samples the exports read.
+    let mut p = events_profile();
+    let frames = p.stacks.iter().find(|s| s.id == 1).unwrap().frames.clone();
+    p.stacks.push(Stack { id: 99, frames });
+    let mut twin =
+        p.events.iter().find(|e| e.stack == 1 && e.kind == EventKind::Contended).unwrap().clone();
+    twin.stack = 99;
+    twin.count = 7;
+    twin.wait_ns = 70;
+    twin.wait_ns_max = 10;
+    p.events.push(twin);
+    let a = Analysis::with_symbolizer(&p, &mut FakeSymbols::with_lines());
+    let q = a.locks.iter().find(|l| l.id == 1).unwrap();
+    let w = q.waiters.iter().find(|w| w.stack == 1).unwrap();
+    assert_eq!((w.count, w.ns_total), (23_007, 350_000_070));
+    assert!(q.waiters.iter().all(|w| w.stack != 99));
+    // The exports' samples are the analysis's stacks: same sums, heaviest first.
+    let samples = a.stack_samples(EventKind::Contended);
+    let total: u64 =
+        p.events.iter().filter(|e| e.kind == EventKind::Contended).map(|e| e.wait_ns).sum();
+    assert_eq!(samples.iter().map(|s| s.ns).sum::<u64>(), total);
+    assert!(samples.windows(2).all(|w| w[0].ns >= w[1].ns));
+    assert_eq!(samples[0].frames[0].to_string(), "queue_push+0x24");
+    // Sampled acquisitions are their own list, never waiters.
+    let sampled: u64 =
+        p.events.iter().filter(|e| e.kind == EventKind::Sampled).map(|e| e.count).sum();
+    let got: u64 = a.stack_samples(EventKind::Sampled).iter().map(|s| s.count).sum();
+    assert_eq!(got, sampled);
+}

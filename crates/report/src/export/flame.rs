@@ -23,8 +23,10 @@ use std::io::Write;
 use inferno::flamegraph::{self, color::BasicPalette, color::Palette};
 use lockmeter_format::model::Profile;
 
-use super::stacks::{FrameCache, Weight, has_stacks, lock_names, stack_samples};
+use super::stacks::Weight;
 use super::{ExportError, fmt_ns_short};
+use crate::analysis::{Analysis, Filter};
+use crate::frames::names_outermost_first;
 use crate::symbolize::Symbolize;
 
 /// The frame of a stack the profile did not keep.
@@ -57,32 +59,32 @@ fn clean(name: &str) -> String {
 }
 
 /// Folded stacks of `profile` weighted by `weight`, sorted by their text; lines of weight 0 are
-/// left out. `lock` keeps only locks whose display name contains it.
+/// left out. `lock` keeps only locks whose display name contains it (or whose address it is).
 pub fn folded(
     profile: &Profile,
     sym: &mut dyn Symbolize,
     weight: Weight,
     lock: Option<&str>,
 ) -> Vec<FoldedLine> {
-    let names = lock_names(profile, sym);
-    let mut frames = FrameCache::new(sym);
+    let filter = Filter { lock: lock.map(str::to_owned), function: None };
+    folded_from(&Analysis::build(profile, sym, &filter), weight)
+}
+
+/// Folded stacks of an analysed profile (its filter applies), like [`folded`].
+pub fn folded_from(a: &Analysis, weight: Weight) -> Vec<FoldedLine> {
     let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-    for s in stack_samples(profile, weight.event_kind()) {
+    for s in a.stack_samples(weight.event_kind()) {
         let w = weight.of(&s);
         if w == 0 {
             continue;
         }
-        let name = names.get(s.lock);
-        if lock.is_some_and(|p| !name.contains(p)) {
-            continue;
-        }
         let mut line = Vec::with_capacity(s.frames.len() + 1);
-        line.push(clean(&name));
+        line.push(clean(&s.lock.display_name()));
         if s.frames.is_empty() {
             line.push(UNKNOWN_STACK.to_owned());
         }
-        for &addr in s.frames.iter().rev() {
-            line.extend(frames.names_outermost_first(addr).iter().map(|n| clean(n)));
+        for f in s.frames.iter().rev() {
+            line.extend(names_outermost_first(f).iter().map(|n| clean(n)));
         }
         *merged.entry(line).or_default() += w;
     }
@@ -126,7 +128,18 @@ pub fn flamegraph(
     opts: &FlameOptions,
     w: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    let lines = folded(profile, sym, opts.weight, opts.lock.as_deref());
+    let filter = Filter { lock: opts.lock.clone(), function: None };
+    flamegraph_from(&Analysis::build(profile, sym, &filter), opts, w)
+}
+
+/// Draws the flame graph of an analysed profile (its filter applies), like [`flamegraph()`];
+/// `opts.lock` only names the filter in the message when nothing matches.
+pub fn flamegraph_from(
+    a: &Analysis,
+    opts: &FlameOptions,
+    w: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let lines = folded_from(a, opts.weight);
     if lines.is_empty() {
         let what = match opts.weight {
             Weight::Hold => "no timed hold that another thread waited for",
@@ -146,13 +159,13 @@ pub fn flamegraph(
         Weight::Contentions => format!("{total} contended acquisitions"),
         Weight::Samples => format!("{total} sampled acquisitions"),
     };
-    let h = &profile.header;
+    let h = &a.header;
     let mut subtitle = format!("{} (pid {}): {total}", h.cmdline.join(" "), h.pid);
-    if !has_stacks(profile) {
+    if !a.has_stacks {
         subtitle.push_str("; call sites only (the profile has no stacks)");
     }
-    if profile.dropped.stacks > 0 {
-        subtitle.push_str(&format!("; {} stacks or events not recorded", profile.dropped.stacks));
+    if a.dropped.stacks > 0 {
+        subtitle.push_str(&format!("; {} stacks or events not recorded", a.dropped.stacks));
     }
     let mut o = flamegraph::Options::default();
     o.title = opts.title.clone().unwrap_or_else(|| title(opts.weight).to_owned());

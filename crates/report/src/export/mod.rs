@@ -10,7 +10,8 @@
 //!
 //! The stack-based exports read the profile's contended events ([`EventKind::Contended`](lockmeter_format::EventKind::Contended): the
 //! waiter's stack, how many, how long) and holding events ([`EventKind::Holding`](lockmeter_format::EventKind::Holding): the holder's
-//! stack and hold time), merged over threads and modes by (lock, stack); see [`stack_samples`].
+//! stack and hold time), merged over threads and modes by (lock, stack); see
+//! [`Analysis::stack_samples`](crate::Analysis::stack_samples).
 //!
 //! ```
 //! use lockmeter_format::model::*;
@@ -39,9 +40,9 @@ mod stacks;
 use std::fmt;
 use std::io;
 
-pub use stacks::{
-    FrameCache, LockNames, StackSample, Weight, has_stacks, lock_names, stack_samples,
-};
+pub use crate::analysis::StackSample;
+pub use crate::frames::FrameCache;
+pub use stacks::Weight;
 
 /// Why an export failed. Every message is one line.
 #[derive(Debug)]

@@ -27,7 +27,7 @@ use lockmeter_format::model::{EventKind, Profile};
 use prost::Message;
 
 use super::ExportError;
-use super::stacks::{FrameCache, lock_names, stack_samples};
+use crate::analysis::Analysis;
 use crate::symbolize::Symbolize;
 
 /// `perftools.profiles.Profile`.
@@ -247,8 +247,12 @@ fn to_i64(v: u64) -> i64 {
 
 /// Builds the pprof profile of the contended acquisitions of `profile`.
 pub fn build(profile: &Profile, sym: &mut dyn Symbolize) -> PprofProfile {
-    let names = lock_names(profile, sym);
-    let mut frames = FrameCache::new(sym);
+    from_analysis(&Analysis::with_symbolizer(profile, sym))
+}
+
+/// Builds the pprof profile of the contended acquisitions of an analysed profile (its filter
+/// applies).
+pub fn from_analysis(a: &Analysis) -> PprofProfile {
     let mut st = Strings::new();
 
     let contentions = st.get("contentions");
@@ -258,7 +262,7 @@ pub fn build(profile: &Profile, sym: &mut dyn Symbolize) -> PprofProfile {
     let lock_key = st.get("lock");
 
     // Executable file mappings, by start address.
-    let mut maps: Vec<_> = profile
+    let mut maps: Vec<_> = a
         .maps
         .iter()
         .filter(|m| m.perms.contains('x') && m.path.starts_with('/') && m.end > m.start)
@@ -305,7 +309,7 @@ pub fn build(profile: &Profile, sym: &mut dyn Symbolize) -> PprofProfile {
     let (mut files, mut lines, mut inlines) = (false, false, false);
 
     let mut sample = Vec::new();
-    for s in stack_samples(profile, EventKind::Contended) {
+    for s in a.stack_samples(EventKind::Contended) {
         if s.count == 0 && s.ns == 0 {
             continue;
         }
@@ -322,12 +326,12 @@ pub fn build(profile: &Profile, sym: &mut dyn Symbolize) -> PprofProfile {
             });
             ids.push(id);
         }
-        for &a in &s.frames {
-            if let Some(&id) = location_ids.get(&a) {
+        for f in s.frames {
+            let addr = f.address;
+            if let Some(&id) = location_ids.get(&addr) {
                 ids.push(id);
                 continue;
             }
-            let f = frames.frame(a);
             // Inlined functions first (innermost first), then the function they are in.
             let mut line = Vec::with_capacity(f.inlined.len() + 1);
             for i in &f.inlined {
@@ -344,15 +348,15 @@ pub fn build(profile: &Profile, sym: &mut dyn Symbolize) -> PprofProfile {
             let id = location.len() as u64 + 1;
             location.push(Location {
                 id,
-                mapping_id: mapping_of(a),
-                address: a,
+                mapping_id: mapping_of(addr),
+                address: addr,
                 line,
                 is_folded: false,
             });
-            location_ids.insert(a, id);
+            location_ids.insert(addr, id);
             ids.push(id);
         }
-        let lock = st.get(&names.get(s.lock));
+        let lock = st.get(&s.lock.display_name());
         sample.push(Sample {
             location_id: ids,
             value: vec![to_i64(s.count), to_i64(s.ns)],
@@ -365,7 +369,7 @@ pub fn build(profile: &Profile, sym: &mut dyn Symbolize) -> PprofProfile {
         m.has_inline_frames = inlines;
     }
 
-    let h = &profile.header;
+    let h = &a.header;
     let comment = st.get(&format!(
         "lockmeter {}: contended pthread lock acquisitions of {} (pid {})",
         h.lockmeter_version,
@@ -427,8 +431,7 @@ pub fn write_csv(
     sym: &mut dyn Symbolize,
     w: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    let names = lock_names(profile, sym);
-    let mut frames = FrameCache::new(sym);
+    let a = Analysis::with_symbolizer(profile, sym);
     let mut out = csv::Writer::from_writer(w);
     let csv_err = |e: csv::Error| match e.into_kind() {
         csv::ErrorKind::Io(e) => ExportError::Io(e),
@@ -444,16 +447,16 @@ pub fn write_csv(
         "wait_ns_max",
     ])
     .map_err(csv_err)?;
-    for s in stack_samples(profile, EventKind::Contended) {
-        let stack: Vec<String> = s.frames.iter().map(|&a| frames.name(a)).collect();
+    for s in a.stack_samples(EventKind::Contended) {
+        let stack: Vec<String> = s.frames.iter().map(|f| f.to_string()).collect();
         let site = stack.first().cloned().unwrap_or_else(|| UNKNOWN_STACK.to_owned());
         let stack = if stack.is_empty() { UNKNOWN_STACK.to_owned() } else { stack.join(";") };
         let location = match s.frames.first() {
-            Some(&a) => frames.frame(a).short_location().unwrap_or_default(),
+            Some(f) => f.short_location().unwrap_or_default(),
             None => String::new(),
         };
         out.write_record([
-            names.get(s.lock),
+            s.lock.display_name(),
             site,
             location,
             stack,

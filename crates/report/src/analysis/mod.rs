@@ -2,11 +2,10 @@
 //! waiter and holder stacks, waiter–holder pairs and the first use of each lock.
 
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
 
 use lockmeter_core::hist::{bucket_high, bucket_low, percentile};
 use lockmeter_format::model::{
-    CpuStats, Dropped, Event, EventKind, Header, LockKind, Mode, Overhead, Profile, Record, Stats,
+    CpuStats, Dropped, Header, LockKind, MapEntry, Mode, Overhead, Profile, Record, Stats,
 };
 
 use crate::options::SortKey;
@@ -148,6 +147,8 @@ pub struct LockAgg {
     pub waiters: Vec<StackAgg>,
     /// Holders: releases while others wanted the lock, by the holder's stack, by total hold.
     pub holders: Vec<StackAgg>,
+    /// Acquisitions sampled with `run --stack-sample N`, by the acquirer's stack, by count.
+    pub sampled: Vec<StackAgg>,
     /// Waiter–holder pairs of this lock, by total wait.
     pub pairs: Vec<PairAgg>,
     /// What the kernel saw of it (`run --kernel`): its futex waits, i.e. waits that slept.
@@ -367,6 +368,11 @@ pub struct Analysis {
     pub cpus: Vec<CpuStats>,
     /// Every waiter–holder pair of every lock, by total wait.
     pub pairs: Vec<PairAgg>,
+    /// Whether the profile carries call stacks. Profiles without any stack or event (from a
+    /// collector that records none) are exported by call site: each site a one-frame stack.
+    pub has_stacks: bool,
+    /// The profile's memory map (for exports that name modules, such as pprof's mappings).
+    pub maps: Vec<MapEntry>,
     /// The filter the analysis was built with.
     pub filter: Filter,
     /// Locks in the profile before filtering.
@@ -376,79 +382,10 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
-/// Symbolizes addresses once each.
-struct Resolver<'a> {
-    sym: &'a mut dyn Symbolize,
-    cache: HashMap<u64, Frame>,
-}
+mod build;
+mod samples;
 
-impl Resolver<'_> {
-    fn frame(&mut self, addr: u64) -> Frame {
-        let sym = &mut *self.sym;
-        self.cache.entry(addr).or_insert_with(|| sym.code(addr)).clone()
-    }
-
-    fn stack(&mut self, profile_stacks: &HashMap<u32, &[u64]>, id: u32) -> Vec<Frame> {
-        match profile_stacks.get(&id) {
-            Some(frames) => frames.iter().map(|&a| self.frame(a)).collect(),
-            None => Vec::new(),
-        }
-    }
-}
-
-/// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
-/// outside the C library (frames[0] is already the caller of the lock function). A futex word
-/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`, a Go mutex
-/// `go-mutex 0x… first waited at <function>`. `None` when that frame has no function name.
-fn first_use_name(kind: LockKind, address: u64, frames: &[Frame]) -> Option<String> {
-    let f = frames
-        .iter()
-        .find(|f| !f.module.as_deref().is_some_and(lockmeter_core::stacks::is_system_library))
-        .or(frames.first())?;
-    let func = f.function.as_ref()?;
-    let what = match kind {
-        LockKind::Futex => format!("futex {address:#x} first waited at"),
-        LockKind::GoMutex | LockKind::GoRwMutex => {
-            format!("{} {address:#x} first waited at", kind.as_str())
-        }
-        _ => "heap lock first used at".to_owned(),
-    };
-    Some(match f.short_location() {
-        Some(loc) => format!("{what} {func} ({loc})"),
-        None => format!("{what} {f}"),
-    })
-}
-
-/// Adds one event to the stack list of a lock.
-fn add_stack(
-    list: &mut Vec<StackAgg>,
-    index: &mut HashMap<u32, usize>,
-    res: &mut Resolver<'_>,
-    stacks: &HashMap<u32, &[u64]>,
-    e: &Event,
-) {
-    let id = e.stack;
-    let i = *index.entry(id).or_insert_with(|| {
-        list.push(StackAgg {
-            stack: id,
-            frames: res.stack(stacks, id),
-            count: 0,
-            ns_total: 0,
-            ns_max: 0,
-        });
-        list.len() - 1
-    });
-    let s = &mut list[i];
-    s.count += e.count;
-    s.ns_total += e.wait_ns;
-    s.ns_max = s.ns_max.max(e.wait_ns_max);
-}
-
-fn sort_stacks(v: &mut [StackAgg]) {
-    v.sort_by(|a, b| {
-        b.ns_total.cmp(&a.ns_total).then(b.count.cmp(&a.count)).then(a.stack.cmp(&b.stack))
-    });
-}
+pub use samples::StackSample;
 
 impl Analysis {
     /// Analyses `profile` with the symbolizer [`Symbolizer::new`] chooses for `opts` (a
@@ -467,263 +404,11 @@ impl Analysis {
     /// function contains the function pattern, events whose stacks do. Totals, threads and
     /// views then cover the selection only; per-CPU totals cannot be filtered. The analysis's
     /// notes are the symbolizer's ([`Symbolize::notes`]).
+    ///
+    /// This is the one fold of a profile: every view (text, JSON, CSV, HTML, diff, plots, and
+    /// the stack exports through [`Analysis::stack_samples`]) reads its result.
     pub fn build(profile: &Profile, sym: &mut dyn Symbolize, filter: &Filter) -> Analysis {
-        let mut res = Resolver { sym, cache: HashMap::new() };
-        let stacks: HashMap<u32, &[u64]> =
-            profile.stacks.iter().map(|s| (s.id, s.frames.as_slice())).collect();
-        let mut first_uses: HashMap<u32, u32> = HashMap::new();
-        for e in &profile.events {
-            if e.kind == EventKind::FirstUse {
-                first_uses.entry(e.lock).or_insert(e.stack);
-            }
-        }
-        let mut locks: Vec<LockAgg> = Vec::with_capacity(profile.locks.len());
-        for l in &profile.locks {
-            let first_use = first_uses.get(&l.id).map(|&id| res.stack(&stacks, id));
-            let (name, name_source) = if let Some(n) = &l.name {
-                (Some(n.clone()), NameSource::Program)
-            } else if let Some(n) = res.sym.data(l.address) {
-                (Some(n), NameSource::Symbol)
-            } else if let Some(n) =
-                first_use.as_deref().and_then(|f| first_use_name(l.kind, l.address, f))
-            {
-                (Some(n), NameSource::FirstUse)
-            } else {
-                (None, NameSource::Address)
-            };
-            locks.push(LockAgg {
-                id: l.id,
-                address: l.address,
-                generation: l.generation,
-                kind: l.kind,
-                name,
-                name_source,
-                agg: Agg::default(),
-                sites: Vec::new(),
-                threads: 0,
-                first_use,
-                waiters: Vec::new(),
-                holders: Vec::new(),
-                pairs: Vec::new(),
-                sleep: profile.lock_sleeps.iter().find(|s| s.lock == l.id).cloned(),
-            });
-        }
-        let unfiltered_locks = locks.len();
-        let mut lock_idx: HashMap<u32, usize> =
-            locks.iter().enumerate().map(|(i, l)| (l.id, i)).collect();
-
-        let mut threads: Vec<ThreadAgg> = profile
-            .threads
-            .iter()
-            .map(|t| ThreadAgg {
-                index: t.index,
-                tid: t.tid,
-                name: t.name.clone(),
-                agg: Agg::default(),
-                locks: 0,
-            })
-            .collect();
-        let mut thread_idx: HashMap<u32, usize> =
-            threads.iter().enumerate().map(|(i, t)| (t.index, i)).collect();
-
-        let mut site_idx: HashMap<(usize, String), usize> = HashMap::new();
-        let mut addr_site: HashMap<(usize, u64), usize> = HashMap::new();
-        let mut pairs: HashSet<(usize, usize)> = HashSet::new();
-        let mut totals = Agg::default();
-        // Locks and threads the filter leaves something of.
-        let mut lock_kept = vec![false; locks.len()];
-        let mut thread_kept = vec![false; threads.len()];
-
-        for r in &profile.records {
-            // Records naming an unknown lock or thread still count: they get a placeholder.
-            let li = *lock_idx.entry(r.lock).or_insert_with(|| {
-                locks.push(LockAgg {
-                    id: r.lock,
-                    address: 0,
-                    generation: 0,
-                    kind: if r.mode == Mode::Exclusive {
-                        LockKind::Mutex
-                    } else {
-                        LockKind::RwLock
-                    },
-                    name: Some(format!("[unknown lock #{}]", r.lock)),
-                    name_source: NameSource::Program,
-                    agg: Agg::default(),
-                    sites: Vec::new(),
-                    threads: 0,
-                    first_use: None,
-                    waiters: Vec::new(),
-                    holders: Vec::new(),
-                    pairs: Vec::new(),
-                    sleep: None,
-                });
-                lock_kept.push(false);
-                locks.len() - 1
-            });
-            if !filter.lock_matches(&locks[li]) {
-                continue;
-            }
-            // (lock, site address) → site, then (lock, site name) → site: addresses that get
-            // the same name merge.
-            let si = match addr_site.get(&(li, r.site)) {
-                Some(&si) => si,
-                None => {
-                    let frame = res.frame(r.site);
-                    if !filter.function_matches(&frame) {
-                        continue;
-                    }
-                    let name = frame.to_string();
-                    let lock = &mut locks[li];
-                    let si = *site_idx.entry((li, name.clone())).or_insert_with(|| {
-                        lock.sites.push(SiteAgg {
-                            lock: lock.id,
-                            function: name,
-                            frame: frame.clone(),
-                            address: r.site,
-                            agg: Agg::default(),
-                        });
-                        lock.sites.len() - 1
-                    });
-                    addr_site.insert((li, r.site), si);
-                    let site = &mut lock.sites[si];
-                    if r.site < site.address {
-                        site.address = r.site;
-                        site.frame = frame;
-                    }
-                    si
-                }
-            };
-            totals.add(r);
-            let ti = *thread_idx.entry(r.thread).or_insert_with(|| {
-                threads.push(ThreadAgg {
-                    index: r.thread,
-                    tid: 0,
-                    name: String::new(),
-                    agg: Agg::default(),
-                    locks: 0,
-                });
-                thread_kept.push(false);
-                threads.len() - 1
-            });
-            lock_kept[li] = true;
-            thread_kept[ti] = true;
-            let lock = &mut locks[li];
-            lock.agg.add(r);
-            threads[ti].agg.add(r);
-            if pairs.insert((li, ti)) {
-                lock.threads += 1;
-                threads[ti].locks += 1;
-            }
-            lock.sites[si].agg.add(r);
-        }
-
-        // Events: waiter and holder stacks, waiter–holder pairs.
-        let mut waiter_lists: HashMap<usize, HashMap<u32, usize>> = HashMap::new();
-        let mut holder_lists: HashMap<usize, HashMap<u32, usize>> = HashMap::new();
-        let mut pair_idx: HashMap<(usize, String, String), usize> = HashMap::new();
-        for e in &profile.events {
-            let Some(&li) = lock_idx.get(&e.lock) else { continue };
-            if !filter.lock_matches(&locks[li]) {
-                continue;
-            }
-            match e.kind {
-                EventKind::Contended => {
-                    let waiter_frames = res.stack(&stacks, e.stack);
-                    let holder_addr = if e.holder_site != 0 {
-                        e.holder_site
-                    } else {
-                        e.holder_stack
-                            .and_then(|h| stacks.get(&h).and_then(|f| f.first().copied()))
-                            .unwrap_or(0)
-                    };
-                    let holder = res.frame(holder_addr);
-                    if filter.function.is_some() {
-                        let holder_stack = e.holder_stack.map(|h| res.stack(&stacks, h));
-                        let any = waiter_frames.iter().any(|f| filter.function_matches(f))
-                            || filter.function_matches(&holder)
-                            || holder_stack.iter().flatten().any(|f| filter.function_matches(f));
-                        if !any {
-                            continue;
-                        }
-                    }
-                    lock_kept[li] = true;
-                    let index = waiter_lists.entry(li).or_default();
-                    add_stack(&mut locks[li].waiters, index, &mut res, &stacks, e);
-                    let waiter = waiter_frames.first().cloned().unwrap_or_default();
-                    let key = (li, waiter.to_string(), holder.to_string());
-                    let lock = &mut locks[li];
-                    let pi = *pair_idx.entry(key).or_insert_with(|| {
-                        lock.pairs.push(PairAgg {
-                            lock: lock.id,
-                            lock_name: lock.display_name(),
-                            waiter,
-                            holder,
-                            count: 0,
-                            wait_ns: 0,
-                            wait_ns_max: 0,
-                        });
-                        lock.pairs.len() - 1
-                    });
-                    let p = &mut lock.pairs[pi];
-                    p.count += e.count;
-                    p.wait_ns += e.wait_ns;
-                    p.wait_ns_max = p.wait_ns_max.max(e.wait_ns_max);
-                }
-                EventKind::Holding => {
-                    if filter.function.is_some()
-                        && !res.stack(&stacks, e.stack).iter().any(|f| filter.function_matches(f))
-                    {
-                        continue;
-                    }
-                    lock_kept[li] = true;
-                    let index = holder_lists.entry(li).or_default();
-                    add_stack(&mut locks[li].holders, index, &mut res, &stacks, e);
-                }
-                EventKind::Sampled | EventKind::FirstUse => {}
-            }
-        }
-
-        for l in &mut locks {
-            l.sites.sort_by(|a, b| {
-                SortKey::Wait
-                    .compare(&a.agg.stats, &b.agg.stats)
-                    .then_with(|| SortKey::Acquisitions.compare(&a.agg.stats, &b.agg.stats))
-                    .then_with(|| a.address.cmp(&b.address))
-            });
-            sort_stacks(&mut l.waiters);
-            sort_stacks(&mut l.holders);
-            l.pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
-        }
-        if filter.is_active() {
-            let mut k = lock_kept.iter();
-            locks.retain(|_| *k.next().unwrap_or(&false));
-            let mut k = thread_kept.iter();
-            threads.retain(|_| *k.next().unwrap_or(&false));
-        }
-        let mut all_pairs: Vec<PairAgg> =
-            locks.iter().flat_map(|l| l.pairs.iter().cloned()).collect();
-        all_pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
-        let mut cpus = profile.cpus.clone();
-        cpus.sort_by_key(|c| c.cpu);
-        let totals = Totals {
-            agg: totals,
-            locks: locks.len(),
-            sites: locks.iter().map(|l| l.sites.len()).sum(),
-            threads: threads.len(),
-        };
-        Analysis {
-            header: profile.header.clone(),
-            overhead: profile.overhead.clone(),
-            dropped: profile.dropped.clone(),
-            totals,
-            locks,
-            threads,
-            cpus,
-            pairs: all_pairs,
-            filter: filter.clone(),
-            unfiltered_locks,
-            notes: profile.notes.iter().cloned().chain(res.sym.notes()).collect(),
-        }
+        build::build(profile, sym, filter)
     }
 
     /// All waiter–holder pairs in report order for `key`.
