@@ -23,6 +23,8 @@ command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # Independent counts of the same tracepoints for the eBPF tests, and `perf lock` for the benchmark.
 $only_build || command -v perf >/dev/null 2>&1 || need_apt+=(linux-perf)
+# sysbench mutex: a many-mutex workload in the limits tests (skipped without it) and `overhead`.
+$only_build || command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null 2>&1; then
         echo "install: apt-get install ${need_apt[*]}"

@@ -93,6 +93,7 @@ mod tests {
             if let Cli::Flag(f) = s.cli {
                 let v = match s.value {
                     Value::Count { min, .. } => min.to_string(),
+                    Value::Size { min, .. } => lockmeter_core::settings::show_size(min),
                     Value::Hold => "off".into(),
                     Value::Clock => "monotonic".into(),
                     Value::Text => "x".into(),

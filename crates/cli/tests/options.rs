@@ -1,6 +1,6 @@
 //! End-to-end tests: settings and report options keep the counts. Hold timing off and sampled,
 //! stack depth and sampling, the collector's environment (LOCKMETER_DISABLE, LOCKMETER_CLOCK,
-//! plain LD_PRELOAD with LOCKMETER_OUTPUT and LOCKMETER_RECORDS), and the report's views,
+//! plain LD_PRELOAD with LOCKMETER_OUTPUT and LOCKMETER_LOCKS), and the report's views,
 //! formats, --top, --lock and --no-symbols all agree with the program's own counts.
 //!
 //! Ground-truth programs (`tests/programs/`): ending.c, many_locks.c, semantics.c, striped.c.
@@ -195,7 +195,7 @@ fn lockmeter_clock_from_the_environment_is_respected() {
 #[test]
 fn plain_ld_preload_without_lockmeter_run() {
     // The documented low-level use: LD_PRELOAD=liblockmeter_preload.so PROGRAM, configured by
-    // the environment (here LOCKMETER_RECORDS=32 and LOCKMETER_OUTPUT). A single process writes
+    // the environment (here LOCKMETER_LOCKS=64 and LOCKMETER_OUTPUT). A single process writes
     // OUTPUT (every process tries the plain name first, never overwriting); without
     // LOCKMETER_OUTPUT, lockmeter-<pid>.lmp.
     let s = Scratch::new("ld-preload");
@@ -205,7 +205,7 @@ fn plain_ld_preload_without_lockmeter_run() {
         .current_dir(&s.dir)
         .env("LD_PRELOAD", preload())
         .env("LOCKMETER_OUTPUT", s.path("direct.lmp"))
-        .env("LOCKMETER_RECORDS", "32");
+        .env("LOCKMETER_LOCKS", "64");
     let child = spawn(&mut cmd);
     let pid = child.id();
     let ran = finish("many_locks under LD_PRELOAD".into(), child, b"", RUN_LIMIT);
@@ -214,7 +214,7 @@ fn plain_ld_preload_without_lockmeter_run() {
     p.check_consistency();
     p.eq("header.pid", u(p.header(), "pid"), u64::from(pid));
     p.eq("recorded + dropped", p.totals("acquisitions") + p.dropped("acquisitions"), 200 * 201 / 2);
-    p.check(p.dropped("acquisitions") > 0, "LOCKMETER_RECORDS=32 was applied");
+    p.check(p.dropped("acquisitions") > 0, "LOCKMETER_LOCKS=64 was applied");
 
     let mut cmd = std::process::Command::new(&exe);
     cmd.args(["5", "1"]).current_dir(&s.dir).env("LD_PRELOAD", preload());

@@ -7,15 +7,17 @@
 //! - [`hist`]: log2 histograms, bucket = most significant bit of the value (seed 000).
 //! - [`stats`]: the per-record statistics ([`Stats`], plain and mergeable) and their single-writer
 //!   live form ([`LiveStats`]), updated with plain relaxed loads and stores, never an RMW.
-//! - [`table`]: a fixed-capacity, open-addressed, single-writer table over caller-provided memory
-//!   (one per thread: the shard). What does not fit is counted, never corrupting what does.
+//! - [`table`]: a growable, single-writer table of records (one per thread: the shard) over
+//!   memory mapped through a [`table::Memory`] (the preload's caps what it maps). Records never
+//!   move; what cannot be mapped is counted, never corrupting what is kept.
 //! - [`stacks`]: interned call stacks and aggregated contention events (who waited on whom).
 //! - [`settings`]: every collector setting, defined once (variable, `run` flag, default, help).
 //! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
 //!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
 //!
 //! Nothing here allocates, locks, or makes a syscall on the hot path: memory is handed in by the
-//! collector (the preload maps it with `mmap`), and every update is a relaxed atomic access.
+//! collector (the preload maps it with `mmap`; a table asks for more on its slow path, when it
+//! grows), and every update is a relaxed atomic access.
 //!
 //! ```
 //! use lockmeter_core::hist::Log2Hist;

@@ -36,6 +36,16 @@ pub enum Value {
     Hold,
     /// Clock source: `tsc` or `monotonic` ([`parse_clock`]).
     Clock,
+    /// An amount of memory in bytes, given as a number with an optional binary unit (`K`, `M`,
+    /// `G`, `T`: 512M is 512 MiB), clamped like a count ([`parse_size`]).
+    Size {
+        /// The default.
+        default: u64,
+        /// The smallest value.
+        min: u64,
+        /// The largest value.
+        max: u64,
+    },
     /// A path or other free text.
     Text,
     /// `1` switches it on.
@@ -69,6 +79,9 @@ impl Setting {
             Value::Count { default, min, max } => {
                 raw.and_then(parse_u64).unwrap_or(default).clamp(min, max)
             }
+            Value::Size { default, min, max } => {
+                raw.and_then(parse_size).unwrap_or(default).clamp(min, max)
+            }
             _ => 0,
         }
     }
@@ -76,7 +89,7 @@ impl Setting {
     /// The default of a [`Value::Count`] setting (0 for other kinds).
     pub const fn default_count(&self) -> u64 {
         match self.value {
-            Value::Count { default, .. } => default,
+            Value::Count { default, .. } | Value::Size { default, .. } => default,
             _ => 0,
         }
     }
@@ -92,6 +105,15 @@ impl Setting {
                 Some(n) if (min..=max).contains(&n) => Ok(()),
                 Some(_) => Err(format!("{name} takes a number from {min} to {max}, not '{v}'")),
                 None => Err(format!("{name} takes a number, not '{v}'")),
+            },
+            Value::Size { min, max, .. } => match parse_size(v.as_bytes()) {
+                Some(n) if (min..=max).contains(&n) => Ok(()),
+                Some(_) => Err(format!(
+                    "{name} takes a size from {} to {}, not '{v}'",
+                    show_size(min),
+                    show_size(max)
+                )),
+                None => Err(format!("{name} takes a size such as 512M or 4G, not '{v}'")),
             },
             Value::Hold => match parse_hold(v.as_bytes()) {
                 Some(_) => Ok(()),
@@ -125,6 +147,29 @@ pub fn parse_u64(b: &[u8]) -> Option<u64> {
         v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
     }
     Some(v)
+}
+
+/// Parses a size: a decimal number of bytes, or of KiB, MiB, GiB or TiB with a `K`, `M`, `G` or
+/// `T` suffix (either case). `None` when malformed or too large.
+pub fn parse_size(b: &[u8]) -> Option<u64> {
+    let (digits, shift) = match b.last()? {
+        b'k' | b'K' => (&b[..b.len() - 1], 10),
+        b'm' | b'M' => (&b[..b.len() - 1], 20),
+        b'g' | b'G' => (&b[..b.len() - 1], 30),
+        b't' | b'T' => (&b[..b.len() - 1], 40),
+        _ => (b, 0),
+    };
+    parse_u64(digits)?.checked_mul(1u64 << shift)
+}
+
+/// A size as the shortest exact text [`parse_size`] reads back (`64M`, `1500`).
+pub fn show_size(n: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if n != 0 && n % (1u64 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
 }
 
 /// Hold timing from its text: `on` → 0 (time every hold), `off` → 1 (none), `sample:N` → N
@@ -198,19 +243,28 @@ setting!(
     RECORDS,
     "LOCKMETER_RECORDS",
     Cli::Flag("--records"),
-    Value::Count { default: 4096, min: 16, max: 1 << 24 },
+    Value::Count { default: 256, min: 16, max: 1 << 24 },
     "N",
-    "4096",
-    "Records per thread: the (lock, call site, mode) combinations one thread can keep."
+    "256",
+    "Records per thread in its first table segment: the (lock, call site, mode) combinations one thread keeps before its table grows (it doubles on demand, within --max-memory)."
 );
 setting!(
     LOCKS,
     "LOCKMETER_LOCKS",
     Cli::Flag("--locks"),
-    Value::Count { default: 65536, min: 16, max: 1 << 26 },
+    Value::Count { default: 262144, min: 16, max: 1 << 26 },
     "N",
-    "65536",
-    "Distinct lock addresses the lock registry can keep."
+    "262144",
+    "Distinct lock addresses the lock registry can keep (64 bytes each, reserved, resident once touched)."
+);
+setting!(
+    MAX_MEMORY,
+    "LOCKMETER_MAX_MEMORY",
+    Cli::Flag("--max-memory"),
+    Value::Size { default: 1 << 30, min: 1 << 20, max: 1 << 44 },
+    "SIZE",
+    "1G",
+    "Most memory the collector keeps (K, M, G suffixes): its fixed tables, and each record at the most it can use (about 1.2 KB with both histograms; tables grow on demand). Acquisitions of records that do not fit are counted as dropped."
 );
 setting!(
     THREADS,
@@ -309,6 +363,7 @@ pub const SETTINGS: &[Setting] = &[
     HOLD,
     RECORDS,
     LOCKS,
+    MAX_MEMORY,
     THREADS,
     FRAMES,
     STACK_SAMPLE,
@@ -350,7 +405,8 @@ mod tests {
                     assert_ne!(x, y);
                 }
             }
-            if let Value::Count { default, min, max } = a.value {
+            if let Value::Count { default, min, max } | Value::Size { default, min, max } = a.value
+            {
                 assert!(min <= default && default <= max, "{}", a.env);
             }
         }
@@ -363,9 +419,33 @@ mod tests {
         assert_eq!(FRAMES.count(Some(b"0")), 0);
         assert_eq!(FRAMES.count(Some(b"1000")), crate::stacks::MAX_FRAMES as u64);
         assert_eq!(RECORDS.count(Some(b"1")), 16);
-        assert_eq!(RECORDS.count(Some(b"x")), 4096);
-        assert_eq!(RECORDS.count(Some(b"")), 4096);
-        assert_eq!(RECORDS.count(Some(b"99999999999999999999999")), 4096);
+        assert_eq!(RECORDS.count(Some(b"x")), 256);
+        assert_eq!(RECORDS.count(Some(b"")), 256);
+        assert_eq!(RECORDS.count(Some(b"99999999999999999999999")), 256);
+    }
+
+    #[test]
+    fn sizes_parse_clamp_and_show() {
+        assert_eq!(parse_size(b"4096"), Some(4096));
+        assert_eq!(parse_size(b"64k"), Some(64 << 10));
+        assert_eq!(parse_size(b"512M"), Some(512 << 20));
+        assert_eq!(parse_size(b"2G"), Some(2 << 30));
+        assert_eq!(parse_size(b"1T"), Some(1 << 40));
+        for bad in [&b""[..], b"M", b"12MB", b"-1", b"1.5G", b"99999999999T"] {
+            assert_eq!(parse_size(bad), None, "{:?}", std::str::from_utf8(bad));
+        }
+        assert_eq!(MAX_MEMORY.count(None), 1 << 30);
+        assert_eq!(MAX_MEMORY.count(Some(b"64M")), 64 << 20);
+        assert_eq!(MAX_MEMORY.count(Some(b"1")), 1 << 20, "clamped up");
+        assert_eq!(MAX_MEMORY.count(Some(b"lots")), 1 << 30);
+        assert!(MAX_MEMORY.validate("256M").is_ok());
+        let e = MAX_MEMORY.validate("1K").unwrap_err();
+        assert!(e.contains("--max-memory takes a size from 1M to 16T"), "{e}");
+        assert!(MAX_MEMORY.validate("much").unwrap_err().contains("such as 512M"));
+        for n in [1500u64, 1 << 20, 3 << 30, 1 << 44] {
+            assert_eq!(parse_size(show_size(n).as_bytes()), Some(n));
+        }
+        assert_eq!(show_size(64 << 20), "64M");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::Counter;
 use crate::hist::{BUCKETS, Log2Hist};
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// What kind of lock a record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -227,7 +228,10 @@ impl Stats {
 
 /// The live, single-writer form of [`Stats`], updated on the hot path.
 ///
-/// Only the owning thread writes; any thread may [`snapshot`](LiveStats::snapshot) it.
+/// Only the owning thread writes; any thread may [`snapshot`](LiveStats::snapshot) it. The two
+/// histograms are not part of the record: it points at them ([`LiveStats::attach`]), so that their
+/// memory (most of a record's size) can live apart and be touched only when used (see
+/// [`crate::table`]). Without histograms attached, values still count in the totals and maxima.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct LiveStats {
@@ -257,10 +261,8 @@ pub struct LiveStats {
     pub cond_waits: Counter,
     /// See [`Stats::cond_wait_ns`].
     pub cond_wait_ns: Counter,
-    /// See [`Stats::wait_hist`].
-    pub wait_hist: Log2Hist,
-    /// See [`Stats::hold_hist`].
-    pub hold_hist: Log2Hist,
+    wait_hist: AtomicPtr<Log2Hist>,
+    hold_hist: AtomicPtr<Log2Hist>,
 }
 
 impl LiveStats {
@@ -280,9 +282,33 @@ impl LiveStats {
             cnt_lock: Counter::new(),
             cond_waits: Counter::new(),
             cond_wait_ns: Counter::new(),
-            wait_hist: Log2Hist::new(),
-            hold_hist: Log2Hist::new(),
+            wait_hist: AtomicPtr::new(core::ptr::null_mut()),
+            hold_hist: AtomicPtr::new(core::ptr::null_mut()),
         }
+    }
+
+    /// Gives the record its wait and hold histograms. Single writer only.
+    ///
+    /// # Safety
+    /// Both point at histograms that outlive `self` and that only `self`'s writer writes.
+    pub unsafe fn attach(&self, wait: *const Log2Hist, hold: *const Log2Hist) {
+        // Release: a reader that sees the pointer sees the (zeroed) histogram behind it.
+        self.wait_hist.store(wait.cast_mut(), Ordering::Release);
+        self.hold_hist.store(hold.cast_mut(), Ordering::Release);
+    }
+
+    /// The wait histogram, if attached.
+    #[inline(always)]
+    pub fn wait_hist(&self) -> Option<&Log2Hist> {
+        // SAFETY: null or attached by `attach`, whose caller promised it outlives `self`.
+        unsafe { self.wait_hist.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The hold histogram, if attached.
+    #[inline(always)]
+    pub fn hold_hist(&self) -> Option<&Log2Hist> {
+        // SAFETY: as in `wait_hist`.
+        unsafe { self.hold_hist.load(Ordering::Acquire).as_ref() }
     }
 
     /// Records a contended wait of `ns`.
@@ -292,7 +318,9 @@ impl LiveStats {
         self.cnt_lock.add(1);
         self.wait_ns_total.add(ns);
         self.wait_ns_max.max(ns);
-        self.wait_hist.record(ns);
+        if let Some(h) = self.wait_hist() {
+            h.record(ns);
+        }
     }
 
     /// Records a timed hold of `ns`.
@@ -301,7 +329,9 @@ impl LiveStats {
         self.holds_timed.add(1);
         self.hold_ns_total.add(ns);
         self.hold_ns_max.max(ns);
-        self.hold_hist.record(ns);
+        if let Some(h) = self.hold_hist() {
+            h.record(ns);
+        }
     }
 
     /// Adds `o` to these statistics (totals add up, maxima take the larger). Single writer (of
@@ -320,8 +350,12 @@ impl LiveStats {
         self.cnt_lock.add(o.cnt_lock.get());
         self.cond_waits.add(o.cond_waits.get());
         self.cond_wait_ns.add(o.cond_wait_ns.get());
-        self.wait_hist.absorb(&o.wait_hist);
-        self.hold_hist.absorb(&o.hold_hist);
+        if let (Some(d), Some(s)) = (self.wait_hist(), o.wait_hist()) {
+            d.absorb(s);
+        }
+        if let (Some(d), Some(s)) = (self.hold_hist(), o.hold_hist()) {
+            d.absorb(s);
+        }
     }
 
     /// Zeroes every figure. Single writer only.
@@ -343,8 +377,12 @@ impl LiveStats {
         ] {
             c.set(0);
         }
-        self.wait_hist.clear();
-        self.hold_hist.clear();
+        if let Some(h) = self.wait_hist() {
+            h.clear();
+        }
+        if let Some(h) = self.hold_hist() {
+            h.clear();
+        }
     }
 
     /// A plain copy.
@@ -364,8 +402,8 @@ impl LiveStats {
             cnt_lock: self.cnt_lock.get(),
             cond_waits: self.cond_waits.get(),
             cond_wait_ns: self.cond_wait_ns.get(),
-            wait_hist: self.wait_hist.snapshot(),
-            hold_hist: self.hold_hist.snapshot(),
+            wait_hist: self.wait_hist().map_or([0; BUCKETS], Log2Hist::snapshot),
+            hold_hist: self.hold_hist().map_or([0; BUCKETS], Log2Hist::snapshot),
         }
     }
 }
@@ -374,9 +412,17 @@ impl LiveStats {
 mod tests {
     use super::*;
 
+    fn live() -> LiveStats {
+        let l = LiveStats::new();
+        let h: &'static [Log2Hist; 2] = Box::leak(Box::new([Log2Hist::new(), Log2Hist::new()]));
+        // SAFETY: leaked, so they outlive `l`; only this test writes them.
+        unsafe { l.attach(&h[0], &h[1]) };
+        l
+    }
+
     #[test]
     fn live_snapshot_and_merge() {
-        let l = LiveStats::new();
+        let l = live();
         l.acquisitions.add(3);
         l.record_wait(100);
         l.record_wait(300);
@@ -397,12 +443,12 @@ mod tests {
 
     #[test]
     fn live_absorb_equals_snapshot_merge_and_clear_empties() {
-        let a = LiveStats::new();
+        let a = live();
         a.acquisitions.add(5);
         a.record_wait(700);
         a.record_hold(20);
         a.cond_waits.add(1);
-        let b = LiveStats::new();
+        let b = live();
         b.acquisitions.add(2);
         b.record_wait(100);
         b.record_hold(90);
@@ -416,6 +462,17 @@ mod tests {
         a.clear();
         assert!(a.snapshot().is_empty());
         assert_eq!(a.snapshot(), Stats::default());
+    }
+
+    #[test]
+    fn without_histograms_the_totals_still_count() {
+        let l = LiveStats::new();
+        l.record_wait(100);
+        l.record_hold(7);
+        let s = l.snapshot();
+        assert_eq!((s.contended, s.wait_ns_total, s.holds_timed, s.hold_ns_max), (1, 100, 1, 7));
+        assert_eq!(s.wait_hist, [0; BUCKETS]);
+        assert_eq!(size_of::<LiveStats>(), 13 * 8 + 2 * 8, "a record's counters stay small");
     }
 
     #[test]

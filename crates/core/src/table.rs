@@ -1,29 +1,72 @@
-//! A fixed-capacity, single-writer, open-addressed table of [`LiveStats`] records.
+//! A growable, single-writer table of [`LiveStats`] records.
 //!
 //! One table per thread (the thread's *shard*): only that thread inserts and updates, any thread
 //! may read (the profile writer merges all shards at the end). Keys are two `u64`s; the first must
-//! be non-zero (zero marks an empty entry, so zeroed memory, e.g. fresh `mmap` pages, is a valid
-//! empty table).
+//! be non-zero.
 //!
-//! When a key does not fit (the table is 7/8 full or the probe sequence is exhausted), [`Table::get`]
-//! returns `None` and the caller counts the acquisition as dropped: data is lost visibly, never
-//! corrupted (seed 001).
+//! The table grows on demand and never moves a record, so a `&Entry` stays valid (and keeps its
+//! counts) for the life of the table; callers cache them:
+//!
+//! - **Records** are appended to *segments* of geometrically growing size (segment `s` holds
+//!   `base << s` records), mapped from a [`Memory`] when the previous ones are full: one mapping per
+//!   doubling, never a `malloc`.
+//! - **Histograms** (the two 65-bucket log2 histograms, 520 bytes each, most of a record's size)
+//!   live beside the records of their segment in two arrays of their own. A [`Memory`] maps them
+//!   reserved and uncommitted (`MAP_NORESERVE`), so the pages of a histogram cost memory only once
+//!   a record first waits (wait histogram) or times a hold (hold histogram); a record that never
+//!   sees contention with `--hold off` costs its 136 bytes of counters.
+//! - **The index** (key hash → record number, 8 bytes a slot, at most half full) is open-addressed
+//!   with linear probing and doubles by rehashing into a new mapping. Only the writer reads it;
+//!   readers iterate the records themselves, in insertion order.
+//!
+//! When a mapping is refused (the [`Memory`]'s cap is reached, or the kernel has no memory),
+//! [`Table::get`] returns `None` and the caller counts the acquisition as dropped: data is lost
+//! visibly, never corrupted (seed 001).
 //!
 //! ```
-//! use lockmeter_core::table::{Entry, Table};
-//! let mem: Vec<Entry> = (0..64).map(|_| Entry::new()).collect();
-//! let t = Table::new(&mem);
+//! use lockmeter_core::table::{HeapMemory, Table};
+//! let mem = HeapMemory::new(usize::MAX);
+//! let t = Table::new(&mem, 16);
 //! t.get(1, 0x401000).unwrap().stats.acquisitions.add(1);
 //! assert_eq!(t.get(1, 0x401000).unwrap().stats.acquisitions.get(), 1);
 //! assert_eq!(t.len(), 1);
 //! ```
 
+use crate::hist::Log2Hist;
+use crate::mix64;
 use crate::stats::LiveStats;
-use crate::{Counter, mix64};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
-/// Longest probe sequence before giving up.
-const MAX_PROBE: usize = 64;
+/// Where a table's memory comes from.
+///
+/// # Safety
+/// [`Memory::map`] must return null or a pointer to `bytes` zeroed bytes, aligned to 4096, valid
+/// for reads and writes until it is passed to [`Memory::unmap`], and not handed out twice.
+pub unsafe trait Memory: Sync {
+    /// Maps `bytes` zeroed bytes (page-aligned); null when refused. `bytes` is a multiple of 4096.
+    fn map(&self, bytes: usize) -> *mut u8;
+    /// Unmaps what [`Memory::map`] returned.
+    ///
+    /// # Safety
+    /// `p` and `bytes` are a mapping returned by `map` on `self`, no longer referenced.
+    unsafe fn unmap(&self, p: *mut u8, bytes: usize);
+    /// Charges one new record's `bytes` (at most [`RECORD_BYTES`]: its counters, both histograms
+    /// once used, its share of the index) against a cap; false refuses the record. Mappings are
+    /// reserved, resident only as records fill them, so a cap on what is resident counts records,
+    /// not mappings. The default charges nothing.
+    fn charge(&self, bytes: usize) -> bool {
+        let _ = bytes;
+        true
+    }
+}
+
+/// Most segments: far more records than a `u32` record number can name.
+const SEGMENTS: usize = 32;
+const PAGE: usize = 4096;
+
+const fn page_up(n: usize) -> usize {
+    (n + PAGE - 1) & !(PAGE - 1)
+}
 
 /// One record of a [`Table`].
 #[derive(Debug, Default)]
@@ -36,42 +79,68 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// An empty entry (all zero).
-    pub const fn new() -> Self {
-        Entry { k1: AtomicU64::new(0), k2: AtomicU64::new(0), stats: LiveStats::new() }
-    }
-    /// The entry's key, `(0, _)` when empty.
+    /// The entry's key, `(0, _)` when unused.
     pub fn key(&self) -> (u64, u64) {
-        (self.k1.load(Ordering::Acquire), self.k2.load(Ordering::Relaxed))
+        (self.k1.load(Acquire), self.k2.load(Relaxed))
     }
 }
 
-/// A single-writer table over borrowed entries (see the module docs).
-#[derive(Debug)]
-pub struct Table<'a> {
-    entries: &'a [Entry],
-    mask: usize,
-    limit: u64,
-    len: Counter,
+/// Bytes one record costs at most: counters, both histograms, its share of the index.
+pub const RECORD_BYTES: usize = size_of::<Entry>() + 2 * size_of::<Log2Hist>() + 16;
+
+/// A growable single-writer table (see the module docs).
+pub struct Table<'m> {
+    mem: &'m dyn Memory,
+    /// Records in segment 0 (a power of two).
+    base: usize,
+    segs: [AtomicPtr<u8>; SEGMENTS],
+    /// Records published (readers iterate `0..len`).
+    len: AtomicUsize,
+    /// The index: `(tag << 32) | (record + 1)` per slot, 0 when empty. Writer only.
+    index: AtomicPtr<AtomicU64>,
+    index_cap: AtomicUsize,
+    /// Bytes mapped for this table.
+    mapped: AtomicU64,
 }
 
-impl<'a> Table<'a> {
-    /// A table over `entries`, which must be empty (zeroed). The usable capacity is the largest
-    /// power of two not above `entries.len()`.
-    pub fn new(entries: &'a [Entry]) -> Self {
-        let cap = crate::pow2_floor(entries.len());
+impl core::fmt::Debug for Table<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Table")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .field("mapped_bytes", &self.mapped_bytes())
+            .finish()
+    }
+}
+
+/// Byte layout of segment `s`: (records, offset of wait hists, offset of hold hists, total).
+const fn seg_layout(base: usize, s: usize) -> (usize, usize, usize, usize) {
+    let n = base << s;
+    let wait = page_up(n * size_of::<Entry>());
+    let hold = wait + page_up(n * size_of::<Log2Hist>());
+    (n, wait, hold, hold + page_up(n * size_of::<Log2Hist>()))
+}
+
+impl<'m> Table<'m> {
+    /// An empty table drawing on `mem`, whose first segment holds `initial` records (rounded up to
+    /// a power of two, at least 16). Nothing is mapped before the first insert.
+    pub const fn new(mem: &'m dyn Memory, initial: usize) -> Self {
+        let base = if initial <= 16 { 16 } else { initial.next_power_of_two() };
         Table {
-            entries: &entries[..cap],
-            mask: cap.wrapping_sub(1),
-            limit: (cap as u64 * 7) / 8,
-            len: Counter::new(),
+            mem,
+            base,
+            segs: [const { AtomicPtr::new(core::ptr::null_mut()) }; SEGMENTS],
+            len: AtomicUsize::new(0),
+            index: AtomicPtr::new(core::ptr::null_mut()),
+            index_cap: AtomicUsize::new(0),
+            mapped: AtomicU64::new(0),
         }
     }
 
     /// Number of records in use.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len.get() as usize
+        self.len.load(Acquire)
     }
 
     /// Whether no record is in use.
@@ -79,75 +148,267 @@ impl<'a> Table<'a> {
         self.len() == 0
     }
 
-    /// Capacity in records.
+    /// Records the mapped segments hold (the table grows past it on demand).
     pub fn capacity(&self) -> usize {
-        self.entries.len()
+        let mapped = self.segs.iter().take_while(|s| !s.load(Acquire).is_null()).count();
+        self.base * ((1usize << mapped) - 1)
     }
 
-    /// The record for `(k1, k2)`, inserted if absent; `None` if it does not fit or `k1 == 0`.
-    /// Only the table's single writer may call this.
-    #[inline]
-    pub fn get(&self, k1: u64, k2: u64) -> Option<&'a Entry> {
-        if k1 == 0 || self.entries.is_empty() {
+    /// Bytes mapped for this table (records, histograms reserved, index).
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped.load(Relaxed)
+    }
+
+    /// Record number `n`'s segment and offset in it.
+    #[inline(always)]
+    fn locate(&self, n: usize) -> (usize, usize) {
+        let q = n / self.base + 1;
+        let s = (usize::BITS - 1 - q.leading_zeros()) as usize;
+        (s, n - self.base * ((1usize << s) - 1))
+    }
+
+    /// Record `n` (below `len`, or being inserted by the writer).
+    #[inline(always)]
+    fn record(&self, n: usize) -> Option<&Entry> {
+        let (s, off) = self.locate(n);
+        let p = self.segs.get(s)?.load(Acquire);
+        if p.is_null() || off >= self.base << s {
             return None;
         }
-        let mut i = mix64(k1 ^ k2.rotate_left(29)) as usize;
-        for _ in 0..MAX_PROBE.min(self.entries.len()) {
-            let e = self.entries.get(i & self.mask)?;
-            // Relaxed suffices for the writer: it is the only thread that ever stores keys.
-            let ek1 = e.k1.load(Ordering::Relaxed);
-            if ek1 == k1 && e.k2.load(Ordering::Relaxed) == k2 {
-                return Some(e);
-            }
-            if ek1 == 0 {
-                if self.len.get() >= self.limit {
-                    return None;
+        // SAFETY: segment `s` holds `base << s` entries (checked above), mapped zeroed (a valid
+        // Entry: atomics and null pointers) and never unmapped while the table lives.
+        Some(unsafe { &*(p as *const Entry).add(off) })
+    }
+
+    /// The record for `(k1, k2)`, inserted if absent; `None` if it cannot be mapped or `k1 == 0`.
+    /// Only the table's single writer may call this.
+    #[inline]
+    pub fn get(&self, k1: u64, k2: u64) -> Option<&Entry> {
+        if k1 == 0 {
+            return None;
+        }
+        let h = mix64(k1 ^ k2.rotate_left(29));
+        let tag = h >> 32;
+        let idx = self.index.load(Relaxed);
+        let cap = self.index_cap.load(Relaxed);
+        if !idx.is_null() {
+            let mut i = h as usize;
+            for _ in 0..cap {
+                // SAFETY: the index holds `cap` (a power of two) slots; `i & (cap - 1)` is in range.
+                let v = unsafe { &*idx.add(i & (cap - 1)) }.load(Relaxed);
+                if v == 0 {
+                    break;
                 }
-                e.k2.store(k2, Ordering::Relaxed);
-                // Release: a reader that sees k1 also sees k2.
-                e.k1.store(k1, Ordering::Release);
-                self.len.add(1);
-                return Some(e);
+                if v >> 32 == tag {
+                    let e = self.record((v & 0xffff_ffff) as usize - 1)?;
+                    if e.k1.load(Relaxed) == k1 && e.k2.load(Relaxed) == k2 {
+                        return Some(e);
+                    }
+                }
+                i = i.wrapping_add(1);
+            }
+        }
+        self.insert(k1, k2, h)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn insert(&self, k1: u64, k2: u64, h: u64) -> Option<&Entry> {
+        let n = self.len.load(Relaxed);
+        if n >= u32::MAX as usize - 1 {
+            return None;
+        }
+        if !self.mem.charge(RECORD_BYTES) {
+            return None;
+        }
+        // Room in the index (at most half full) and in the segments, or nothing changes (but
+        // the charge: the kernel refused a mapping, and the record is counted as dropped).
+        if (n + 1) * 2 > self.index_cap.load(Relaxed) && !self.grow_index() {
+            return None;
+        }
+        let (s, off) = self.locate(n);
+        let seg = self.segs.get(s)?;
+        if seg.load(Relaxed).is_null() && !self.map_segment(s) {
+            return None;
+        }
+        let p = seg.load(Relaxed);
+        let (_, wait, hold, _) = seg_layout(self.base, s);
+        let e = self.record(n)?;
+        // SAFETY: the histogram arrays of segment `s` hold `base << s` entries; `off` is below.
+        unsafe {
+            e.stats.attach(
+                (p.add(wait) as *const Log2Hist).add(off),
+                (p.add(hold) as *const Log2Hist).add(off),
+            );
+        }
+        e.k2.store(k2, Relaxed);
+        e.k1.store(k1, Release);
+        self.index_put(h, n);
+        // Release: a reader that sees the new length sees the record's key and histograms.
+        self.len.store(n + 1, Release);
+        Some(e)
+    }
+
+    /// Puts record `n` (hash `h`) into the index, which has room.
+    fn index_put(&self, h: u64, n: usize) {
+        let idx = self.index.load(Relaxed);
+        let cap = self.index_cap.load(Relaxed);
+        let mut i = h as usize;
+        for _ in 0..cap {
+            // SAFETY: as in `get`.
+            let slot = unsafe { &*idx.add(i & (cap - 1)) };
+            if slot.load(Relaxed) == 0 {
+                slot.store(((h >> 32) << 32) | (n as u64 + 1), Relaxed);
+                return;
             }
             i = i.wrapping_add(1);
         }
-        None
     }
 
-    /// Empties the table: every record in use is unpublished and zeroed. Only the table's single
-    /// writer may call this; a concurrent reader may see a record vanish, never a torn key.
+    fn map_segment(&self, s: usize) -> bool {
+        let (_, _, _, bytes) = seg_layout(self.base, s);
+        let p = self.mem.map(bytes);
+        if p.is_null() {
+            return false;
+        }
+        self.mapped.fetch_add(bytes as u64, Relaxed);
+        if let Some(seg) = self.segs.get(s) {
+            seg.store(p, Release);
+        }
+        true
+    }
+
+    /// Doubles the index (or maps the first one), rehashing every record.
+    fn grow_index(&self) -> bool {
+        let old = self.index.load(Relaxed);
+        let old_cap = self.index_cap.load(Relaxed);
+        let cap = if old_cap == 0 { (self.base * 2).max(64) } else { old_cap * 2 };
+        let bytes = page_up(cap * 8);
+        let p = self.mem.map(bytes) as *mut AtomicU64;
+        if p.is_null() {
+            return false;
+        }
+        self.mapped.fetch_add(bytes as u64, Relaxed);
+        self.index.store(p, Relaxed);
+        self.index_cap.store(cap, Relaxed);
+        for n in 0..self.len.load(Relaxed) {
+            if let Some(e) = self.record(n) {
+                let (k1, k2) = (e.k1.load(Relaxed), e.k2.load(Relaxed));
+                self.index_put(mix64(k1 ^ k2.rotate_left(29)), n);
+            }
+        }
+        if !old.is_null() {
+            let old_bytes = page_up(old_cap * 8);
+            self.mapped.fetch_sub(old_bytes as u64, Relaxed);
+            // SAFETY: the old index came from `map` with this size; only the writer (us) reads
+            // the index, and it now uses the new one.
+            unsafe { self.mem.unmap(old.cast(), old_bytes) };
+        }
+        true
+    }
+
+    /// Empties the table: every record in use is unpublished and zeroed; the memory stays mapped
+    /// for the records to come. Only the table's single writer may call this; a concurrent reader
+    /// may see a record vanish, never a torn key.
     pub fn clear(&self) {
-        for e in self.entries {
-            if e.k1.load(Ordering::Relaxed) != 0 {
-                e.k1.store(0, Ordering::Release);
-                e.k2.store(0, Ordering::Relaxed);
+        let n = self.len.load(Relaxed);
+        self.len.store(0, Release);
+        for i in 0..n {
+            if let Some(e) = self.record(i) {
+                e.k1.store(0, Release);
+                e.k2.store(0, Relaxed);
                 e.stats.clear();
             }
         }
-        self.len.set(0);
+        let idx = self.index.load(Relaxed);
+        for i in 0..self.index_cap.load(Relaxed) {
+            // SAFETY: `i` is below the index's capacity.
+            unsafe { &*idx.add(i) }.store(0, Relaxed);
+        }
     }
 
-    /// The records in use, in table order (any thread).
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &'a LiveStats)> + 'a {
-        self.entries.iter().filter_map(|e| {
+    /// The records in use, in insertion order (any thread).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &LiveStats)> + '_ {
+        (0..self.len()).filter_map(|n| {
+            let e = self.record(n)?;
             let (k1, k2) = e.key();
             (k1 != 0).then_some((k1, k2, &e.stats))
         })
     }
 }
 
+impl Drop for Table<'_> {
+    fn drop(&mut self) {
+        for (s, seg) in self.segs.iter().enumerate() {
+            let p = seg.load(Relaxed);
+            if !p.is_null() {
+                // SAFETY: mapped by `map_segment` with this layout; `&mut self`: no reference into
+                // the table is alive.
+                unsafe { self.mem.unmap(p, seg_layout(self.base, s).3) };
+            }
+        }
+        let idx = self.index.load(Relaxed);
+        if !idx.is_null() {
+            // SAFETY: mapped by `grow_index` with this size.
+            unsafe { self.mem.unmap(idx.cast(), page_up(self.index_cap.load(Relaxed) * 8)) };
+        }
+    }
+}
+
+/// A [`Memory`] on the process heap with a cap on the bytes it has out, for tests and tools (the
+/// preload maps its own with `mmap`).
+#[derive(Debug)]
+pub struct HeapMemory {
+    cap: usize,
+    used: AtomicUsize,
+}
+
+impl HeapMemory {
+    /// A heap memory that hands out at most `cap` bytes at once.
+    pub const fn new(cap: usize) -> Self {
+        HeapMemory { cap, used: AtomicUsize::new(0) }
+    }
+    /// Bytes handed out now.
+    pub fn used(&self) -> usize {
+        self.used.load(Relaxed)
+    }
+}
+
+// SAFETY: `map` returns zeroed, 4096-aligned allocations of the asked size, each its own.
+unsafe impl Memory for HeapMemory {
+    fn map(&self, bytes: usize) -> *mut u8 {
+        let Ok(layout) = std::alloc::Layout::from_size_align(bytes.max(1), PAGE) else {
+            return core::ptr::null_mut();
+        };
+        if self.used.fetch_add(bytes, Relaxed).saturating_add(bytes) > self.cap {
+            self.used.fetch_sub(bytes, Relaxed);
+            return core::ptr::null_mut();
+        }
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            self.used.fetch_sub(bytes, Relaxed);
+        }
+        p
+    }
+    unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
+        self.used.fetch_sub(bytes, Relaxed);
+        if let Ok(layout) = std::alloc::Layout::from_size_align(bytes.max(1), PAGE) {
+            // SAFETY: `p` came from `map` with this layout (the caller's contract).
+            unsafe { std::alloc::dealloc(p, layout) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn mem(n: usize) -> Vec<Entry> {
-        (0..n).map(|_| Entry::new()).collect()
-    }
+    use std::collections::HashMap;
 
     #[test]
     fn insert_find_and_iterate() {
-        let m = mem(256);
-        let t = Table::new(&m);
+        let mem = HeapMemory::new(usize::MAX);
+        let t = Table::new(&mem, 16);
         for k in 1..=100u64 {
             t.get(k, k * 7).unwrap().stats.acquisitions.add(k);
         }
@@ -155,16 +416,38 @@ mod tests {
             assert_eq!(t.get(k, k * 7).unwrap().stats.acquisitions.get(), k);
         }
         assert_eq!(t.len(), 100);
+        assert_eq!(t.capacity(), 16 + 32 + 64);
         let sum: u64 = t.iter().map(|(_, _, s)| s.acquisitions.get()).sum();
         assert_eq!(sum, 5050);
+        let order: Vec<u64> = t.iter().map(|(k, _, _)| k).collect();
+        assert_eq!(order, (1..=100).collect::<Vec<_>>(), "insertion order");
         assert!(t.get(0, 1).is_none());
     }
 
     #[test]
-    fn overflow_is_refused_not_corrupting() {
-        let m = mem(100); // usable capacity 64, limit 56
-        let t = Table::new(&m);
-        assert_eq!(t.capacity(), 64);
+    fn records_never_move_and_keep_their_histograms() {
+        let mem = HeapMemory::new(usize::MAX);
+        let t = Table::new(&mem, 16);
+        let first = t.get(1, 1).unwrap() as *const Entry;
+        t.get(1, 1).unwrap().stats.record_wait(1000);
+        t.get(1, 1).unwrap().stats.record_hold(5);
+        for k in 2..=10_000u64 {
+            t.get(k, 0).unwrap();
+        }
+        let e = t.get(1, 1).unwrap();
+        assert_eq!(e as *const Entry, first, "growth moved a record");
+        let s = e.stats.snapshot();
+        assert_eq!(s.wait_hist[crate::hist::bucket(1000)], 1);
+        assert_eq!(s.hold_hist[crate::hist::bucket(5)], 1);
+        assert_eq!(t.len(), 10_000);
+    }
+
+    #[test]
+    fn a_refused_mapping_is_refused_not_corrupting() {
+        // Room for the index (first two sizes) and the first segment, not the second.
+        let seg0 = seg_layout(16, 0).3;
+        let mem = HeapMemory::new(seg0 + page_up(64 * 8));
+        let t = Table::new(&mem, 16);
         let mut ok = 0;
         for k in 1..=1000u64 {
             if let Some(e) = t.get(k, 0) {
@@ -172,35 +455,152 @@ mod tests {
                 ok += 1;
             }
         }
-        assert_eq!(ok, 56);
-        assert_eq!(t.len(), 56);
+        assert_eq!(ok, 16);
+        assert_eq!(t.len(), 16);
         // Existing keys are still found and intact.
         let found = (1..=1000u64).filter(|&k| t.get(k, 0).is_some()).count();
-        assert_eq!(found, 56);
-        assert_eq!(t.iter().map(|(_, _, s)| s.acquisitions.get()).sum::<u64>(), 56);
+        assert_eq!(found, 16);
+        assert_eq!(t.iter().map(|(_, _, s)| s.acquisitions.get()).sum::<u64>(), 16);
+        assert!(mem.used() <= seg0 + page_up(64 * 8));
+    }
+
+    /// Charges records against a budget of `n` records.
+    struct Budget(HeapMemory, AtomicUsize);
+
+    // SAFETY: maps through `HeapMemory`.
+    unsafe impl Memory for Budget {
+        fn map(&self, bytes: usize) -> *mut u8 {
+            self.0.map(bytes)
+        }
+        unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
+            // SAFETY: the caller's contract.
+            unsafe { self.0.unmap(p, bytes) }
+        }
+        fn charge(&self, bytes: usize) -> bool {
+            assert_eq!(bytes, RECORD_BYTES);
+            self.1.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
+        }
+    }
+
+    #[test]
+    fn a_refused_charge_refuses_the_record_only() {
+        let mem = Budget(HeapMemory::new(usize::MAX), AtomicUsize::new(100));
+        let t = Table::new(&mem, 16);
+        let kept = (1..=1000u64).filter(|&k| t.get(k, 0).is_some()).count();
+        assert_eq!(kept, 100);
+        assert_eq!((1..=1000u64).filter(|&k| t.get(k, 0).is_some()).count(), 100, "kept stay");
+        assert_eq!(t.len(), 100);
     }
 
     #[test]
     fn clear_empties_and_the_table_refills() {
-        let m = mem(64);
-        let t = Table::new(&m);
+        let mem = HeapMemory::new(usize::MAX);
+        let t = Table::new(&mem, 16);
         for k in 1..=56u64 {
-            t.get(k, 3).unwrap().stats.acquisitions.add(k);
+            t.get(k, 3).unwrap().stats.record_hold(k);
         }
-        assert!(t.get(57, 3).is_none(), "full");
+        let mapped = t.mapped_bytes();
         t.clear();
         assert_eq!(t.len(), 0);
         assert_eq!(t.iter().count(), 0);
         let e = t.get(9, 4).unwrap();
-        assert_eq!(e.stats.acquisitions.get(), 0, "a reused record starts at zero");
+        assert_eq!(e.stats.snapshot(), crate::Stats::default(), "a reused record starts at zero");
         e.stats.acquisitions.add(1);
         assert_eq!(t.iter().map(|(_, _, s)| s.acquisitions.get()).sum::<u64>(), 1);
+        assert_eq!(t.mapped_bytes(), mapped, "clear keeps the memory");
     }
 
     #[test]
-    fn empty_table_refuses() {
-        let t = Table::new(&[]);
-        assert!(t.get(1, 1).is_none());
-        assert_eq!(t.capacity(), 0);
+    fn drop_returns_every_mapping() {
+        let mem = HeapMemory::new(usize::MAX);
+        {
+            let t = Table::new(&mem, 16);
+            for k in 1..=5000u64 {
+                t.get(k, 0).unwrap();
+            }
+            assert_eq!(t.mapped_bytes(), mem.used() as u64);
+        }
+        assert_eq!(mem.used(), 0);
+    }
+
+    #[test]
+    fn readers_see_whole_records_while_the_writer_grows() {
+        let mem = HeapMemory::new(usize::MAX);
+        let t = Table::new(&mem, 16);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                for k in 1..=20_000u64 {
+                    t.get(k, k).unwrap().stats.acquisitions.add(1);
+                }
+            });
+            sc.spawn(|| {
+                let mut last = 0;
+                while last < 20_000 {
+                    let mut n = 0;
+                    for (k1, k2, _) in t.iter() {
+                        assert_eq!(k1, k2, "a torn key");
+                        n += 1;
+                    }
+                    assert!(n >= last, "records vanished");
+                    last = n;
+                }
+            });
+        });
+    }
+
+    /// One step of the model test: a lookup-or-insert of `(k1, k2)`, or a `clear`.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Get(u64, u64),
+        Clear,
+    }
+
+    fn op(space: u64) -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![40 => (1..=space, 0u64..3).prop_map(|(a, b)| Op::Get(a, b)), 1 => Just(Op::Clear)]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// The table agrees with a `HashMap` under any sequence of operations, with or without a
+        /// cap that refuses growth: a refused key is never one it kept, and an uncapped table
+        /// refuses nothing.
+        #[test]
+        fn agrees_with_a_hashmap(
+            space in proptest::sample::select(vec![4u64, 64, 3000]),
+            capped in proptest::bool::ANY,
+            ops in proptest::collection::vec(op(3000), 1..4000),
+        ) {
+            let cap = if capped { 300_000 } else { usize::MAX };
+            let mem = HeapMemory::new(cap);
+            let t = Table::new(&mem, 16);
+            let mut model: HashMap<(u64, u64), u64> = HashMap::new();
+            for o in ops {
+                match o {
+                    Op::Clear => {
+                        t.clear();
+                        model.clear();
+                    }
+                    Op::Get(a, b) => {
+                        let key = (a % space + 1, b);
+                        match t.get(key.0, key.1) {
+                            Some(e) => {
+                                e.stats.acquisitions.add(1);
+                                *model.entry(key).or_default() += 1;
+                            }
+                            None => {
+                                proptest::prop_assert!(!model.contains_key(&key), "kept key refused");
+                                proptest::prop_assert!(capped, "an uncapped table refused");
+                            }
+                        }
+                    }
+                }
+            }
+            let got: HashMap<(u64, u64), u64> =
+                t.iter().map(|(a, b, st)| ((a, b), st.acquisitions.get())).collect();
+            proptest::prop_assert_eq!(&got, &model);
+            proptest::prop_assert_eq!(t.len(), model.len());
+            proptest::prop_assert!(mem.used() <= cap);
+        }
     }
 }

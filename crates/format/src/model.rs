@@ -216,7 +216,8 @@ pub struct Dropped {
     pub stacks: u64,
     /// Of `acquisitions`: those of threads that got no table (thread pool exhausted).
     pub acquisitions_no_thread: u64,
-    /// Of `acquisitions`: those that found their thread's record table full.
+    /// Of `acquisitions`: those whose thread's record table could not grow (the collector's
+    /// memory cap, `--max-memory`, reached).
     pub acquisitions_table_full: u64,
     /// Of `acquisitions`: those of locks the lock registry had no room for.
     pub acquisitions_registry_full: u64,

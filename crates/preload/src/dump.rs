@@ -11,7 +11,7 @@ use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use lockmeter_core::stacks::{EventEntry, EventTable, StackEntry, StackStore};
-use lockmeter_core::table::{Entry, Table};
+use lockmeter_core::table::Table;
 use lockmeter_core::{LockKind, Mode, clock};
 use lockmeter_format::{BufSink, Encoder, HeaderRef, MapRef, Sink, SinkError};
 use lockmeter_format::{ClockInfo, CpuStats, Dropped, EndReason, HoldTiming, Overhead};
@@ -588,13 +588,13 @@ impl Merged {
         // At most half full: the merge never finds a table full.
         let cap = |n: usize| (n.max(8) * 2).next_power_of_two();
         let (nr, ns, ne) = if threads > 0 { (cap(nr), cap(ns), cap(ne)) } else { (0, 0, 0) };
-        let stacks_off = nr * size_of::<Entry>();
+        let stacks_off = 0;
         let events_off = stacks_off + ns * size_of::<StackEntry>();
         let bytes = events_off + ne * size_of::<EventEntry>();
         let mem = if bytes > 0 { state::map_zeroed(bytes) } else { core::ptr::null_mut() };
         let mut m = Merged {
             threads,
-            table: Table::new(&[]),
+            table: Table::new(&state::SCRATCH, nr),
             stacks: StackStore::new(&[]),
             events: EventTable::new(&[]),
             lost_acquisitions: 0,
@@ -603,11 +603,11 @@ impl Merged {
             bytes,
         };
         if !mem.is_null() {
-            // SAFETY: a fresh zeroed mapping of `bytes` bytes holding the three entry arrays one
+            // SAFETY: a fresh zeroed mapping of `bytes` bytes holding the two entry arrays one
             // after the other (each size a multiple of 8); zeroed memory is a valid empty entry.
-            // It lives until `free`, after the last use of the tables.
+            // It lives until `free`, after the last use of the tables. The record table maps its
+            // own scratch memory.
             unsafe {
-                m.table = Table::new(core::slice::from_raw_parts(mem as *const Entry, nr));
                 m.stacks = StackStore::new(core::slice::from_raw_parts(
                     mem.add(stacks_off) as *const StackEntry,
                     ns,

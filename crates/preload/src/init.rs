@@ -31,6 +31,7 @@ fn init_inner() {
     let hold = getenv(settings::HOLD.env_c).and_then(settings::parse_hold).unwrap_or(0);
     CFG.hold_every.store(hold, Relaxed);
     CFG.records_per_thread.store(env_count(&settings::RECORDS), Relaxed);
+    crate::state::MAX_MEMORY.store(env_count(&settings::MAX_MEMORY), Relaxed);
     CFG.max_threads.store(env_count(&settings::THREADS) as u32, Relaxed);
     let locks = env_count(&settings::LOCKS) as usize;
     let frames = env_count(&settings::FRAMES) as u32;

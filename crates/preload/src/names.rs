@@ -24,9 +24,8 @@ static USED: AtomicUsize = AtomicUsize::new(0);
 
 /// Maps the arena (constructor).
 pub(crate) fn init() {
-    let p = crate::state::map_zeroed(ARENA);
+    let p = crate::state::map_counted(ARENA);
     if !p.is_null() {
-        crate::state::MAPPED_BYTES.fetch_add(ARENA as u64, Relaxed);
         BASE.store(p, Release);
     }
 }

@@ -22,7 +22,7 @@ use lockmeter_core::clock::Calibration;
 use lockmeter_core::registry::{Registry, Slot};
 use lockmeter_core::settings;
 use lockmeter_core::stacks::{EventEntry, EventTable, StackEntry, StackStore};
-use lockmeter_core::table::{Entry, Table};
+use lockmeter_core::table::{Memory, Table};
 
 /// Hooks pass through: not initialized yet.
 pub(crate) const UNINIT: u8 = 0;
@@ -112,18 +112,82 @@ pub(crate) fn map_zeroed(n: usize) -> *mut u8 {
     if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
 }
 
-/// Bytes mapped by the collector (reported as its memory cost).
+/// The collector's memory (reported as its memory cost, and what `--max-memory` caps): its fixed
+/// structures (the registry, the names arena, one header per thread) at their mapped size, and
+/// each record at the most it can have resident, [`lockmeter_core::table::RECORD_BYTES`] (record
+/// tables are mapped reserved and touched only as records fill them). The profile writer's
+/// scratch mappings at exit are not counted.
 pub(crate) static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Most bytes `MAPPED_BYTES` may reach with records (`--max-memory`).
+pub(crate) static MAX_MEMORY: AtomicU64 = AtomicU64::new(settings::MAX_MEMORY.default_count());
+
+/// Maps `n` zeroed bytes of a fixed structure, counted in `MAPPED_BYTES`, never refused by the
+/// cap. Null when the kernel refuses.
+pub(crate) fn map_counted(n: usize) -> *mut u8 {
+    let p = map_zeroed(n);
+    if !p.is_null() {
+        MAPPED_BYTES.fetch_add(n as u64, Relaxed);
+    }
+    p
+}
+
+/// The memory of the growing record tables: reserved mappings, each record charged to
+/// `MAPPED_BYTES` within `--max-memory`.
+pub(crate) struct Mapped;
+
+/// The memory of the threads' record tables.
+pub(crate) static MEM: Mapped = Mapped;
+
+// SAFETY: `map` returns fresh anonymous mappings (zeroed, page-aligned, each its own) or null.
+unsafe impl Memory for Mapped {
+    /// Leaves `errno` as it found it: hooks call it when a table grows.
+    fn map(&self, bytes: usize) -> *mut u8 {
+        let saved = sys::errno();
+        let p = map_zeroed(bytes);
+        sys::set_errno(saved);
+        p
+    }
+    unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
+        let saved = sys::errno();
+        // SAFETY: a mapping made by `map` with this size (the caller's contract).
+        unsafe { libc::munmap(p.cast(), bytes) };
+        sys::set_errno(saved);
+    }
+    fn charge(&self, bytes: usize) -> bool {
+        let b = bytes as u64;
+        if MAPPED_BYTES.fetch_add(b, Relaxed).saturating_add(b) > MAX_MEMORY.load(Relaxed) {
+            MAPPED_BYTES.fetch_sub(b, Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// Uncounted memory for the profile writer's scratch tables at exit (freed when written).
+pub(crate) struct Scratch;
+
+/// See [`Scratch`].
+pub(crate) static SCRATCH: Scratch = Scratch;
+
+// SAFETY: as for `Mapped`.
+unsafe impl Memory for Scratch {
+    fn map(&self, bytes: usize) -> *mut u8 {
+        map_zeroed(bytes)
+    }
+    unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
+        // SAFETY: a mapping made by `map` with this size (the caller's contract).
+        unsafe { libc::munmap(p.cast(), bytes) };
+    }
+}
 
 /// Creates the registry with `capacity` slots. Called once from the constructor.
 pub(crate) fn init_registry(capacity: usize) -> bool {
     let slots_bytes = capacity * size_of::<Slot>();
     let total = slots_bytes + size_of::<Registry<'static>>() + 64;
-    let mem = map_zeroed(total);
+    let mem = map_counted(total);
     if mem.is_null() {
         return false;
     }
-    MAPPED_BYTES.fetch_add(total as u64, Relaxed);
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned; zeroed memory is a
     // valid `Slot` (all atomics). The Registry value is written after the slots, 64-aligned.
     unsafe {
@@ -161,7 +225,7 @@ pub(crate) struct Cached {
     pub(crate) gen_: u32,
     pub(crate) slot_idx: u32,
     pub(crate) slot: *const Slot,
-    pub(crate) entry: *const Entry,
+    pub(crate) entry: *const lockmeter_core::table::Entry,
 }
 
 /// The part of a shard only its thread touches. `repr(C)` with `held` and `held_len` first: the
@@ -441,28 +505,26 @@ fn take_dead_shard() -> Option<*const Shard> {
 
 /// Maps an [`Exited`] accumulation sized like `sh`'s tables. Null on failure.
 fn new_exited(sh: &Shard) -> *mut Exited {
-    let records = sh.table.capacity();
     let nstacks = sh.stacks.capacity();
     let nevents = sh.events.capacity();
     let head = (size_of::<Exited>() + 127) & !127;
-    let stacks_off = head + records * size_of::<Entry>();
+    let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
     let total = events_off + nevents * size_of::<EventEntry>();
-    let mem = map_zeroed(total);
+    let mem = map_counted(total);
     if mem.is_null() {
         return core::ptr::null_mut();
     }
-    MAPPED_BYTES.fetch_add(total as u64, Relaxed);
     let ep = mem as *mut Exited;
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned: the header first,
-    // then the zeroed entries of each table (zeroed memory is a valid empty entry).
+    // then the zeroed entries of the stack and event tables (zeroed memory is a valid empty
+    // entry). The record table maps its own memory as it grows.
     unsafe {
-        let entries = core::slice::from_raw_parts(mem.add(head) as *const Entry, records);
         let stacks = core::slice::from_raw_parts(mem.add(stacks_off) as *const StackEntry, nstacks);
         let events = core::slice::from_raw_parts(mem.add(events_off) as *const EventEntry, nevents);
         ep.write(Exited {
             threads: Counter::new(),
-            table: Table::new(entries),
+            table: Table::new(&MEM, CFG.records_per_thread.load(Relaxed) as usize),
             stacks: StackStore::new(stacks),
             events: EventTable::new(events),
         });
@@ -539,21 +601,20 @@ fn create_shard() -> *const Shard {
     let nstacks = if with_stacks { CFG.stacks_per_thread.load(Relaxed) as usize } else { 0 };
     let nevents = if with_stacks { CFG.events_per_thread.load(Relaxed) as usize } else { 0 };
     let head = (size_of::<Shard>() + 127) & !127;
-    let stacks_off = head + records * size_of::<Entry>();
+    let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
     let total = events_off + nevents * size_of::<EventEntry>();
-    let mem = map_zeroed(total);
+    let mem = map_counted(total);
     if mem.is_null() {
         return core::ptr::null();
     }
-    MAPPED_BYTES.fetch_add(total as u64, Relaxed);
     let sp = mem as *mut Shard;
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes. Zeroed memory is valid for every
-    // field of Shard except `table` (it holds a slice reference), which is written here before the
-    // shard is published. The entries live right after the 128-aligned header.
+    // field of Shard except the tables (they hold references), which are written here before the
+    // shard is published. The stack and event entries live right after the 128-aligned header;
+    // the record table maps its own memory as it grows.
     unsafe {
-        let entries = core::slice::from_raw_parts(mem.add(head) as *const Entry, records);
-        core::ptr::addr_of_mut!((*sp).table).write(Table::new(entries));
+        core::ptr::addr_of_mut!((*sp).table).write(Table::new(&MEM, records));
         let stacks = core::slice::from_raw_parts(mem.add(stacks_off) as *const StackEntry, nstacks);
         core::ptr::addr_of_mut!((*sp).stacks).write(StackStore::new(stacks));
         let events = core::slice::from_raw_parts(mem.add(events_off) as *const EventEntry, nevents);

@@ -738,15 +738,15 @@ fn option_of(s: &lockmeter_core::settings::Setting) -> &'static str {
 
 /// Why acquisitions were dropped, each cause with the `run` option that makes room for it.
 fn dropped_causes(d: &lockmeter_format::model::Dropped, collector: &str) -> String {
-    use lockmeter_core::settings::{LOCKS, RECORDS, THREADS};
+    use lockmeter_core::settings::{LOCKS, MAX_MEMORY, THREADS};
     let mut parts = Vec::new();
     for (n, what, setting) in [
         (d.acquisitions_no_thread, "by threads that got no table", &THREADS),
-        (d.acquisitions_table_full, "with their thread's record table full", &RECORDS),
+        (d.acquisitions_table_full, "with the collector's memory cap reached", &MAX_MEMORY),
         (d.acquisitions_registry_full, "with the lock registry full", &LOCKS),
     ] {
         if n > 0 {
-            parts.push(format!("{n} {what} (raise {} N)", option_of(setting)));
+            parts.push(format!("{n} {what} (raise {} {})", option_of(setting), setting.value_name));
         }
     }
     let told = d.acquisitions_no_thread + d.acquisitions_table_full + d.acquisitions_registry_full;
@@ -755,15 +755,15 @@ fn dropped_causes(d: &lockmeter_format::model::Dropped, collector: &str) -> Stri
         // Profiles that do not tell the causes apart (older files, the kernel collector's maps).
         parts.push(if collector == "preload" && d.threads > 0 {
             format!(
-                "{rest} by threads that got no table or with tables full (raise {} N, {} N or {} N)",
+                "{rest} by threads that got no table or with tables full (raise {} N, {} SIZE or {} N)",
                 option_of(&THREADS),
-                option_of(&RECORDS),
+                option_of(&MAX_MEMORY),
                 option_of(&LOCKS)
             )
         } else if collector == "preload" {
             format!(
-                "{rest} with tables full (raise {} N or {} N)",
-                option_of(&RECORDS),
+                "{rest} with tables full (raise {} SIZE or {} N)",
+                option_of(&MAX_MEMORY),
                 option_of(&LOCKS)
             )
         } else {

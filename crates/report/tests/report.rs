@@ -355,7 +355,7 @@ fn text_warns_loudly_about_drops() {
     let s = text_of(&a, ReportOptions::default());
     assert!(
         s.contains(
-            "!!! WARNING: 1234 acquisitions on ~5 locks not recorded: 1234 with tables full (raise --records N or --locks N)\n"
+            "!!! WARNING: 1234 acquisitions on ~5 locks not recorded: 1234 with tables full (raise --max-memory SIZE or --locks N)\n"
         ),
         "{s}"
     );
@@ -366,7 +366,7 @@ fn text_warns_loudly_about_drops() {
     let os = text_of(&oa, ReportOptions::default());
     assert!(
         os.contains(
-            "not recorded: 1234 by threads that got no table or with tables full (raise --threads N, --records N or --locks N)\n"
+            "not recorded: 1234 by threads that got no table or with tables full (raise --threads N, --max-memory SIZE or --locks N)\n"
         ),
         "{os}"
     );
@@ -385,7 +385,7 @@ fn text_warns_loudly_about_drops() {
     let qs = text_of(&qa, ReportOptions::default());
     assert!(
         qs.contains(
-            "!!! WARNING: 1234 acquisitions on ~5 locks not recorded: 1000 by threads that got no table (raise --threads N); 200 with their thread's record table full (raise --records N); 34 with the lock registry full (raise --locks N)\n"
+            "!!! WARNING: 1234 acquisitions on ~5 locks not recorded: 1000 by threads that got no table (raise --threads N); 200 with the collector's memory cap reached (raise --max-memory SIZE); 34 with the lock registry full (raise --locks N)\n"
         ),
         "{qs}"
     );
