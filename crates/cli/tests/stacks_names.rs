@@ -1,10 +1,11 @@
 //! End-to-end tests: names. Static locks of programs and shared libraries (PIE and not) are named
 //! from their symbols, call sites by function; names given through `include/lockmeter.h` win and
 //! outlive their lock; a program deleted or replaced after the run lends no wrong names; awkward
-//! names and a huge command line survive every format; the demo names its locks.
+//! names and a huge command line survive every format; the demo names its locks; a lock with no
+//! symbol is named by its storage (stack, heap, mapped) and first use.
 //!
-//! Ground-truth programs (`tests/programs/`): hammer.c, named.c, shlib.c, shlib_main.c, striped.c,
-//! weird.c and the bundled demo (`lockmeter demo`).
+//! Ground-truth programs (`tests/programs/`): hammer.c, named.c, shlib.c, shlib_main.c, storage.c,
+//! striped.c, weird.c and the bundled demo (`lockmeter demo`).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test stacks_names`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -259,4 +260,30 @@ fn a_program_that_rewrites_its_argv_is_named_as_started() {
         .unwrap_or_default();
     p.eq("cmdline", cmdline, vec![exe.to_str().unwrap(), "--port", "6379", "--verbose"]);
     p.expect_lock("named_lock", "mutex", 1);
+}
+
+#[test]
+fn locks_without_symbols_are_named_by_their_storage() {
+    // storage.c prints where each of its locks lives: the main thread's stack, a live worker's
+    // stack, the heap, a shared mapping.
+    let s = Scratch::new("storage");
+    let exe = s.compile("storage");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    let mut seen = 0;
+    for line in ran.stdout.lines().filter(|l| !l.starts_with("ok ")) {
+        let (storage, addr) = line.split_once(' ').unwrap_or_else(|| panic!("line {line}\n{ran}"));
+        let Some(l) = p.locks().iter().find(|l| sf(l, "address") == Some(addr)) else {
+            p.fail(format!("no lock at {addr} ({storage})"))
+        };
+        let name = sf(l, "name").unwrap_or("");
+        let want = format!("{storage} lock first used at use_lock");
+        p.check(name.starts_with(&want), format!("{addr}: {name} starts with {want}"));
+        p.eq(format!("{name}: acquisitions"), u(l, "acquisitions"), 1);
+        seen += 1;
+    }
+    p.eq("locks printed", seen, 4);
+    p.eq("ok line", ran.stdout.lines().last(), Some("ok 4"));
 }

@@ -673,6 +673,19 @@ fn write_thread(b: &mut Bufs, enc: &mut Enc, row: &Row<'_>) -> Option<()> {
 }
 
 /// Streams `/proc/self/maps` into map records.
+/// The path given to an anonymous mapping that holds a thread's stack (the report's
+/// `lockmeter_report::storage::THREAD_STACK`): the report names a lock there a stack lock.
+const THREAD_STACK: &[u8] = b"[thread stack]";
+
+/// Whether `[start, end)` holds the stack of a thread that has a shard: glibc maps a thread's
+/// stack with its descriptor on top, where `stack_top` points (the main thread's is `[stack]`).
+fn holds_thread_stack(start: u64, end: u64) -> bool {
+    state::shards().any(|sh| {
+        let top = sh.stack_top.load(Relaxed);
+        start < top && top < end
+    })
+}
+
 fn write_maps(b: &mut Bufs, enc: &mut Enc) -> Option<()> {
     // SAFETY: NUL-terminated path.
     let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -700,10 +713,13 @@ fn write_maps(b: &mut Bufs, enc: &mut Enc) -> Option<()> {
         let mut start = 0;
         while let Some(nl) = data.get(start..).and_then(|d| d.iter().position(|&c| c == b'\n')) {
             let line = data.get(start..start + nl).unwrap_or(&[]);
-            if let Some(m) = MapRef::parse_line(line)
-                && enc.map(&m).is_err()
-            {
-                result = None;
+            if let Some(mut m) = MapRef::parse_line(line) {
+                if m.path.is_empty() && holds_thread_stack(m.start, m.end) {
+                    m.path = THREAD_STACK;
+                }
+                if enc.map(&m).is_err() {
+                    result = None;
+                }
             }
             start += nl + 1;
         }

@@ -54,6 +54,7 @@ mod frames;
 mod html;
 mod json;
 pub mod options;
+pub mod storage;
 pub mod symbolize;
 mod text;
 pub mod units;

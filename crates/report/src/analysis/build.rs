@@ -11,6 +11,7 @@ use super::{
 };
 use crate::frames::FrameCache;
 use crate::options::SortKey;
+use crate::storage::Storage;
 use crate::symbolize::{Frame, Symbolize};
 
 pub(super) fn build(profile: &Profile, sym: &mut dyn Symbolize, filter: &Filter) -> Analysis {
@@ -104,7 +105,10 @@ impl<'p, 's> Builder<'p, 's> {
                 (Some(n.clone()), NameSource::Program)
             } else if let Some(n) = self.frames.symbolizer().data(l.address) {
                 (Some(n), NameSource::Symbol)
-            } else if let Some(n) = first_use.as_deref().and_then(|f| first_use_name(l, f)) {
+            } else if let Some(n) = first_use
+                .as_deref()
+                .and_then(|f| first_use_name(l, Storage::of(&self.profile.maps, l.address), f))
+            {
                 (Some(n), NameSource::FirstUse)
             } else {
                 (None, NameSource::Address)
@@ -391,10 +395,12 @@ fn new_lock(
 }
 
 /// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
-/// outside the C library (frames[0] is already the caller of the lock function). A futex word
-/// (seen by the kernel collector) reads `futex 0x… first waited at <function>`, a Go mutex
-/// `go-mutex 0x… first waited at <function>`. `None` when that frame has no function name.
-fn first_use_name(l: &LockInfo, frames: &[Frame]) -> Option<String> {
+/// outside the C library (frames[0] is already the caller of the lock function), after the
+/// lock's storage (`static`, `stack`, `heap`, `mapped`; plain `lock` when its memory was unmapped
+/// before the end). A futex word (seen by the kernel collector) reads `futex 0x… first waited at
+/// <function>`, a Go mutex `go-mutex 0x… first waited at <function>`. `None` when that frame has
+/// no function name.
+fn first_use_name(l: &LockInfo, storage: Storage, frames: &[Frame]) -> Option<String> {
     let f = frames
         .iter()
         .find(|f| !f.module.as_deref().is_some_and(lockmeter_core::stacks::is_system_library))
@@ -406,7 +412,8 @@ fn first_use_name(l: &LockInfo, frames: &[Frame]) -> Option<String> {
         LockKind::GoMutex | LockKind::GoRwMutex => {
             format!("{} {address:#x} first waited at", l.kind.as_str())
         }
-        _ => "heap lock first used at".to_owned(),
+        _ if storage == Storage::Unknown => "lock first used at".to_owned(),
+        _ => format!("{} lock first used at", storage.as_str()),
     };
     Some(match f.short_location() {
         Some(loc) => format!("{what} {func} ({loc})"),

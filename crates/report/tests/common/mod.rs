@@ -263,6 +263,14 @@ pub fn events_profile() -> Profile {
         ev(1, 4, FirstUse, 4, 0, None, 1, 0, 0),
         ev(2, 3, Sampled, 1, 0, None, 7, 0, 0),
     ];
+    // The heap locks live in private anonymous memory (malloc's): first-use names say `heap`.
+    p.maps.push(MapEntry {
+        start: 0x7f3a_2c00_0000,
+        end: 0x7f3a_2c10_0000,
+        offset: 0,
+        perms: "rw-p".into(),
+        path: String::new(),
+    });
     p
 }
 
