@@ -13,6 +13,7 @@ mod record;
 mod report_cmd;
 mod run;
 mod settings_args;
+mod tree;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

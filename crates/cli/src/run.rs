@@ -395,28 +395,51 @@ fn shell_word(path: &Path) -> String {
 /// (who waited on whom, their stacks, the interactive report).
 pub(crate) fn next_commands(profile: &Path) -> String {
     let file = shell_word(profile);
-    let html = shell_word(&profile.with_extension("html"));
+    let html = if profile.extension().is_some_and(|e| e == "lmp") {
+        profile.with_extension("html")
+    } else {
+        let mut p = profile.as_os_str().to_owned();
+        p.push(".html");
+        PathBuf::from(p)
+    };
+    let html = shell_word(&html);
     format!("next: lockmeter report {file} --by pair | --stacks | --format html -o {html}")
 }
+
+/// Up to this many child profiles, `run` names each; past it, only those that took locks.
+const LIST_ALL: usize = 10;
 
 /// Prints the short report and the files written, and turns the program's status into ours.
 pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -> Result<ExitCode> {
     let prog = command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    // The summary is of the image that took the most locks (under a launcher, the program the
+    // user meant, not the shell that started it), with a table of the others.
+    let tree = crate::tree::Tree::read(ran.main.iter().chain(&ran.others));
+    let lead = tree.lead().map(|l| l.path.clone()).or_else(|| ran.main.clone());
+    if let Some(lead) = &lead {
+        if !quiet {
+            if let Some(line) = tree.lead_line() {
+                eprintln!("{line}");
+            }
+            match crate::report_cmd::summary(lead, top) {
+                Ok(s) => {
+                    eprint!("{s}");
+                    eprintln!();
+                    eprintln!("{}", next_commands(lead));
+                }
+                Err(e) => eprintln!("lockmeter: {e:#}"),
+            }
+            if let Some(table) = tree.table(top) {
+                eprintln!();
+                eprint!("{table}");
+            }
+        }
+        if let Some(hint) = crate::hints::no_acquisitions(lead) {
+            eprintln!("{hint}");
+        }
+    }
     match &ran.main {
         Some(main) => {
-            if !quiet {
-                match crate::report_cmd::summary(main, top) {
-                    Ok(s) => {
-                        eprint!("{s}");
-                        eprintln!();
-                        eprintln!("{}", next_commands(main));
-                    }
-                    Err(e) => eprintln!("lockmeter: {e:#}"),
-                }
-            }
-            if let Some(hint) = crate::hints::no_acquisitions(main) {
-                eprintln!("{hint}");
-            }
             eprintln!("lockmeter: profile written to {}", main.display());
         }
         None if ran.others.is_empty() => match ran.status.signal() {
@@ -436,8 +459,23 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
             "lockmeter: {} more profile(s), from child processes or exec'd images:",
             ran.others.len()
         );
+        // Past a few, only those that took locks are named (a launcher such as a pyenv shim
+        // starts dozens of processes that took none).
+        let idle = |o: &PathBuf| tree.images.iter().any(|i| &i.path == o && i.acquisitions == 0);
+        let long = ran.others.len() > LIST_ALL;
+        let mut quiet_ones = 0;
         for o in &ran.others {
-            eprintln!("  {}", o.display());
+            if long && idle(o) {
+                quiet_ones += 1;
+            } else {
+                eprintln!("  {}", o.display());
+            }
+        }
+        if quiet_ones > 0 {
+            match &ran.main {
+                Some(m) => eprintln!("  and {quiet_ones} that took no lock ({}.*)", shell_word(m)),
+                None => eprintln!("  and {quiet_ones} that took no lock"),
+            }
         }
     }
     if let Some(code) = ran.status.code() {
@@ -464,6 +502,10 @@ mod tests {
         assert_eq!(
             next_commands(Path::new("/tmp/my run/p.lmp")),
             "next: lockmeter report '/tmp/my run/p.lmp' --by pair | --stacks | --format html -o '/tmp/my run/p.html'"
+        );
+        assert_eq!(
+            next_commands(Path::new("p.lmp.41.2")),
+            "next: lockmeter report p.lmp.41.2 --by pair | --stacks | --format html -o p.lmp.41.2.html"
         );
         assert_eq!(
             next_commands(Path::new("it's.lmp")),
