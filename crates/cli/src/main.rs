@@ -4,6 +4,7 @@
 
 mod demo;
 mod diff_cmd;
+mod embedded;
 mod export_cmd;
 mod flame_cmd;
 mod hints;

@@ -51,8 +51,9 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-/// Finds `liblockmeter_preload.so`: `$LOCKMETER_PRELOAD`, next to this executable, or in
-/// `../lib/lockmeter/` relative to it.
+/// Finds `liblockmeter_preload.so`: `$LOCKMETER_PRELOAD`, next to this executable, in
+/// `../lib/lockmeter/` relative to it, else the copy embedded in this binary, written out to a
+/// private cache directory ([`crate::embedded`]).
 pub(crate) fn find_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("LOCKMETER_PRELOAD") {
         let p = PathBuf::from(p);
@@ -73,10 +74,7 @@ pub(crate) fn find_preload() -> Result<PathBuf> {
             return Ok(cand.canonicalize().unwrap_or(cand));
         }
     }
-    bail!(
-        "cannot find {name} next to {}; build it with `cargo build --release` (it is part of the workspace) or set LOCKMETER_PRELOAD",
-        exe.display()
-    )
+    crate::embedded::preload_file()
 }
 
 /// The first `lockmeter-N.lmp` that does not exist yet.
