@@ -119,6 +119,7 @@ fn write_profile_inner(end: End) -> bool {
         return false;
     }
     STATE.store(state::DONE, Release);
+    crate::resident::measure();
     // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = encode_to_file(b, pid, end);
@@ -494,7 +495,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,
         estimated_total_ns: per_pair.saturating_mul(acquisitions),
-        memory_bytes: state::MAPPED_BYTES.load(Relaxed),
+        memory_bytes: crate::resident::at_dump(),
         ns_per_stack: NS_PER_STACK.load(Relaxed),
     })
     .ok()?;

@@ -30,6 +30,7 @@ mod init;
 mod meter;
 mod names;
 mod real;
+mod resident;
 mod state;
 mod sys;
 mod unwind;

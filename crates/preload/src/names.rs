@@ -27,6 +27,7 @@ pub(crate) fn init() {
     let p = crate::state::map_zeroed(ARENA);
     if !p.is_null() {
         crate::state::MAPPED_BYTES.fetch_add(ARENA as u64, Relaxed);
+        crate::resident::note(p, ARENA);
         BASE.store(p, Release);
     }
 }

@@ -112,7 +112,8 @@ pub(crate) fn map_zeroed(n: usize) -> *mut u8 {
     if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
 }
 
-/// Bytes mapped by the collector (reported as its memory cost).
+/// Bytes mapped by the collector (address space; the profile reports the resident part,
+/// [`crate::resident`]).
 pub(crate) static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Creates the registry with `capacity` slots. Called once from the constructor.
@@ -124,6 +125,7 @@ pub(crate) fn init_registry(capacity: usize) -> bool {
         return false;
     }
     MAPPED_BYTES.fetch_add(total as u64, Relaxed);
+    crate::resident::note(mem, total);
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned; zeroed memory is a
     // valid `Slot` (all atomics). The Registry value is written after the slots, 64-aligned.
     unsafe {
@@ -453,6 +455,7 @@ fn new_exited(sh: &Shard) -> *mut Exited {
         return core::ptr::null_mut();
     }
     MAPPED_BYTES.fetch_add(total as u64, Relaxed);
+    crate::resident::note(mem, total);
     let ep = mem as *mut Exited;
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned: the header first,
     // then the zeroed entries of each table (zeroed memory is a valid empty entry).
@@ -547,6 +550,7 @@ fn create_shard() -> *const Shard {
         return core::ptr::null();
     }
     MAPPED_BYTES.fetch_add(total as u64, Relaxed);
+    crate::resident::note(mem, total);
     let sp = mem as *mut Shard;
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes. Zeroed memory is valid for every
     // field of Shard except `table` (it holds a slice reference), which is written here before the
