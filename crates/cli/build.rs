@@ -31,6 +31,12 @@ fn main() {
     if release {
         cmd.arg("--release");
     }
+    // A cross build embeds the library of the target, not of the build machine.
+    let target_triple = std::env::var("TARGET").ok();
+    let cross = target_triple.is_some() && target_triple != std::env::var("HOST").ok();
+    if let (true, Some(t)) = (cross, &target_triple) {
+        cmd.args(["--target", t]);
+    }
     // A clippy run of the workspace runs this script with clippy as the compiler wrapper: the
     // inner build only compiles (the outer clippy run lints the preload crate itself).
     for var in ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS", "CLIPPY_CONF_DIR", "CARGO_TARGET_DIR"] {
@@ -38,8 +44,11 @@ fn main() {
     }
     let status = cmd.status().expect("cannot run cargo to build lockmeter-preload");
     assert!(status.success(), "cargo build -p lockmeter-preload failed (see above)");
-    let lib =
-        target.join(if release { "release" } else { "debug" }).join("liblockmeter_preload.so");
+    let mut lib = target.clone();
+    if let (true, Some(t)) = (cross, &target_triple) {
+        lib.push(t);
+    }
+    let lib = lib.join(if release { "release" } else { "debug" }).join("liblockmeter_preload.so");
     let bytes = std::fs::read(&lib)
         .unwrap_or_else(|e| panic!("cannot read {} after its build: {e}", lib.display()));
     let copy = out.join("liblockmeter_preload.so");
