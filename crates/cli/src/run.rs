@@ -233,8 +233,13 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
+    // Each process lists the profile it wrote in the manifest, so `run` knows them all.
+    let manifest = crate::tree::Manifest::create();
+    if let Some(m) = &manifest {
+        cmd.env(settings::MANIFEST.env, m.path());
+    }
     if args.kernel {
-        return run_with_kernel(command, &cmd, &lib, &output, blind_spot, args);
+        return run_with_kernel(command, &cmd, &lib, &output, manifest, blind_spot, args);
     }
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
@@ -262,8 +267,21 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
-    let (main, others) = written_profiles(&output, start);
+    let (main, others) = profiles_of_the_run(&output, start, manifest.as_ref());
     Ok(Ran { status, main, others, blind_spot })
+}
+
+/// The profiles this run wrote: those the manifest lists, else (no manifest could be made) the
+/// fresh ones found next to `output`.
+fn profiles_of_the_run(
+    output: &Path,
+    start: SystemTime,
+    manifest: Option<&crate::tree::Manifest>,
+) -> (Option<PathBuf>, Vec<PathBuf>) {
+    match manifest {
+        Some(m) => m.profiles(output),
+        None => written_profiles(output, start),
+    }
 }
 
 /// The profiles the preload wrote for this run: `output` and the fresh `output.PID[.N]` files.
@@ -299,6 +317,7 @@ fn run_with_kernel(
     cmd: &Command,
     lib: &Path,
     output: &Path,
+    manifest: Option<crate::tree::Manifest>,
     blind_spot: Option<String>,
     args: &RunArgs,
 ) -> Result<Ran> {
@@ -319,7 +338,7 @@ fn run_with_kernel(
         }
     })?;
     let status = rec.status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0));
-    let (mut main, mut others) = written_profiles(output, start);
+    let (mut main, mut others) = profiles_of_the_run(output, start, manifest.as_ref());
     // Each preload profile takes its process's kernel profile (the last image of a pid that
     // exec'd takes it); kernel profiles of processes the preload did not see are written beside.
     let mut files: Vec<(PathBuf, lockmeter_format::Profile)> = Vec::new();

@@ -9,6 +9,7 @@
 //! table lists each process that took locks, with its file.
 
 use lockmeter_report::units::{Align, Table, fmt_ns};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// One process image's profile, as much as the tree needs of it.
@@ -240,6 +241,69 @@ impl Tree {
             ));
         }
         Some(out)
+    }
+}
+
+/// The file in which every process of a run lists the profile it wrote (`LOCKMETER_MANIFEST`):
+/// `run` knows its profiles from it instead of looking for them. A private file (mode 0600,
+/// created new) in the temporary directory, removed when dropped.
+#[derive(Debug)]
+pub(crate) struct Manifest {
+    path: PathBuf,
+}
+
+impl Manifest {
+    /// A new, empty manifest; `None` when none can be created (`run` then looks for the
+    /// profiles next to the output).
+    pub(crate) fn create() -> Option<Manifest> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir();
+        (0..100).find_map(|n| {
+            let path = dir.join(format!(".lockmeter-run-{}-{n}.profiles", std::process::id()));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .ok()
+                .map(|_| Manifest { path })
+        })
+    }
+
+    /// Its path, for the collector's environment.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The profiles listed: `output` itself (the first process's) and the others, sorted. A
+    /// line is taken only when it names a file that is `output` or `output.SUFFIX`.
+    pub(crate) fn profiles(&self, output: &Path) -> (Option<PathBuf>, Vec<PathBuf>) {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        let mut prefix = output.as_os_str().to_owned();
+        prefix.push(".");
+        let prefix = prefix.to_string_lossy().into_owned();
+        let (mut main, mut others) = (None, Vec::new());
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let p = PathBuf::from(std::ffi::OsStr::from_bytes(line));
+            if !p.is_file() {
+                continue;
+            }
+            if p == output {
+                main = Some(p);
+            } else if p.to_string_lossy().starts_with(&prefix) {
+                others.push(p);
+            }
+        }
+        others.sort();
+        others.dedup();
+        (main, others)
+    }
+}
+
+impl Drop for Manifest {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

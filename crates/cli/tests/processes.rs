@@ -16,6 +16,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 
 #[test]
 fn fork_children_get_their_own_exact_profiles() {
@@ -338,4 +339,47 @@ fn a_shell_wrapper_is_summarized_as_its_busiest_child_and_lists_the_others() {
     };
     assert!(row(format!("{big} *")) < row(format!("{small}  ")), "{ran}");
     assert!(ran.stderr.contains("2 of them took locks"), "{ran}");
+}
+
+#[test]
+fn profiles_are_known_from_the_manifest_not_guessed_from_names() {
+    // The program (a shell script) makes a file named like a child's profile while it runs:
+    // `run` lists the profiles the collector wrote (its manifest), not files that look like them,
+    // and leaves no manifest behind in TMPDIR.
+    let s = Scratch::new("manifest");
+    let exe = s.compile("hammer");
+    let out = s.path("m.lmp");
+    let fake = format!("{}.4242", out.display());
+    let wrap = script(
+        &s,
+        "wrap.sh",
+        &format!(
+            "#!/bin/sh\necho junk > {fake}\n{} 2 300 &\necho \"child $!\"\nwait\n",
+            exe.display()
+        ),
+    );
+    let tmp = s.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("TMPDIR", &tmp).args([
+        "run",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        wrap.to_str().unwrap(),
+    ]);
+    let ran = finish("lockmeter run (manifest)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let child = printed_pid(&ran, "child ");
+    // The forked shell (exec'd away) and the program it became: two profiles besides m.lmp.
+    let fork = format!("{}.{child}", out.display());
+    let image = format!("{}.{child}.1", out.display());
+    assert!(ran.stderr.contains("2 more profile(s)"), "{ran}");
+    for f in [&fork, &image] {
+        assert!(ran.stderr.lines().any(|l| l.trim() == f), "{f} not listed\n{ran}");
+    }
+    assert!(!ran.stderr.contains(&fake), "{fake} taken for a profile\n{ran}");
+    Profile::load(Path::new(&image), &ran).expect_lock("big_lock", "mutex", 600);
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
 }
