@@ -8,6 +8,8 @@ only_build=false
 
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+# g++ compiles the C++ ground-truth program (std::mutex, std::shared_mutex) of the tests.
+$only_build || command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 # binutils: objcopy and strip for the separate-debug-file tests.
 command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)
 # A font for `lockmeter plot --out F.png` (SVG needs none).

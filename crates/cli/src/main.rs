@@ -4,6 +4,7 @@
 
 mod demo;
 mod diff_cmd;
+mod embedded;
 mod export_cmd;
 mod flame_cmd;
 mod hints;
@@ -13,6 +14,7 @@ mod record;
 mod report_cmd;
 mod run;
 mod settings_args;
+mod tree;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -51,8 +51,9 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-/// Finds `liblockmeter_preload.so`: `$LOCKMETER_PRELOAD`, next to this executable, or in
-/// `../lib/lockmeter/` relative to it.
+/// Finds `liblockmeter_preload.so`: `$LOCKMETER_PRELOAD`, next to this executable, in
+/// `../lib/lockmeter/` relative to it, else the copy embedded in this binary, written out to a
+/// private cache directory ([`crate::embedded`]).
 pub(crate) fn find_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("LOCKMETER_PRELOAD") {
         let p = PathBuf::from(p);
@@ -73,10 +74,7 @@ pub(crate) fn find_preload() -> Result<PathBuf> {
             return Ok(cand.canonicalize().unwrap_or(cand));
         }
     }
-    bail!(
-        "cannot find {name} next to {}; build it with `cargo build --release` (it is part of the workspace) or set LOCKMETER_PRELOAD",
-        exe.display()
-    )
+    crate::embedded::preload_file()
 }
 
 /// The first `lockmeter-N.lmp` that does not exist yet.
@@ -235,8 +233,13 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
+    // Each process lists the profile it wrote in the manifest, so `run` knows them all.
+    let manifest = crate::tree::Manifest::create();
+    if let Some(m) = &manifest {
+        cmd.env(settings::MANIFEST.env, m.path());
+    }
     if args.kernel {
-        return run_with_kernel(command, &cmd, &lib, &output, blind_spot, args);
+        return run_with_kernel(command, &cmd, &lib, &output, manifest, blind_spot, args);
     }
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
@@ -264,8 +267,21 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
-    let (main, others) = written_profiles(&output, start);
+    let (main, others) = profiles_of_the_run(&output, start, manifest.as_ref());
     Ok(Ran { status, main, others, blind_spot })
+}
+
+/// The profiles this run wrote: those the manifest lists, else (no manifest could be made) the
+/// fresh ones found next to `output`.
+fn profiles_of_the_run(
+    output: &Path,
+    start: SystemTime,
+    manifest: Option<&crate::tree::Manifest>,
+) -> (Option<PathBuf>, Vec<PathBuf>) {
+    match manifest {
+        Some(m) => m.profiles(output),
+        None => written_profiles(output, start),
+    }
 }
 
 /// The profiles the preload wrote for this run: `output` and the fresh `output.PID[.N]` files.
@@ -301,6 +317,7 @@ fn run_with_kernel(
     cmd: &Command,
     lib: &Path,
     output: &Path,
+    manifest: Option<crate::tree::Manifest>,
     blind_spot: Option<String>,
     args: &RunArgs,
 ) -> Result<Ran> {
@@ -321,7 +338,7 @@ fn run_with_kernel(
         }
     })?;
     let status = rec.status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0));
-    let (mut main, mut others) = written_profiles(output, start);
+    let (mut main, mut others) = profiles_of_the_run(output, start, manifest.as_ref());
     // Each preload profile takes its process's kernel profile (the last image of a pid that
     // exec'd takes it); kernel profiles of processes the preload did not see are written beside.
     let mut files: Vec<(PathBuf, lockmeter_format::Profile)> = Vec::new();
@@ -395,28 +412,51 @@ fn shell_word(path: &Path) -> String {
 /// (who waited on whom, their stacks, the interactive report).
 pub(crate) fn next_commands(profile: &Path) -> String {
     let file = shell_word(profile);
-    let html = shell_word(&profile.with_extension("html"));
+    let html = if profile.extension().is_some_and(|e| e == "lmp") {
+        profile.with_extension("html")
+    } else {
+        let mut p = profile.as_os_str().to_owned();
+        p.push(".html");
+        PathBuf::from(p)
+    };
+    let html = shell_word(&html);
     format!("next: lockmeter report {file} --by pair | --stacks | --format html -o {html}")
 }
+
+/// Up to this many child profiles, `run` names each; past it, only those that took locks.
+const LIST_ALL: usize = 10;
 
 /// Prints the short report and the files written, and turns the program's status into ours.
 pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -> Result<ExitCode> {
     let prog = command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    // The summary is of the image that took the most locks (under a launcher, the program the
+    // user meant, not the shell that started it), with a table of the others.
+    let tree = crate::tree::Tree::read(ran.main.iter().chain(&ran.others));
+    let lead = tree.lead().map(|l| l.path.clone()).or_else(|| ran.main.clone());
+    if let Some(lead) = &lead {
+        if !quiet {
+            if let Some(line) = tree.lead_line() {
+                eprintln!("{line}");
+            }
+            match crate::report_cmd::summary(lead, top) {
+                Ok(s) => {
+                    eprint!("{s}");
+                    eprintln!();
+                    eprintln!("{}", next_commands(lead));
+                }
+                Err(e) => eprintln!("lockmeter: {e:#}"),
+            }
+            if let Some(table) = tree.table(top) {
+                eprintln!();
+                eprint!("{table}");
+            }
+        }
+        if let Some(hint) = crate::hints::no_acquisitions(lead) {
+            eprintln!("{hint}");
+        }
+    }
     match &ran.main {
         Some(main) => {
-            if !quiet {
-                match crate::report_cmd::summary(main, top) {
-                    Ok(s) => {
-                        eprint!("{s}");
-                        eprintln!();
-                        eprintln!("{}", next_commands(main));
-                    }
-                    Err(e) => eprintln!("lockmeter: {e:#}"),
-                }
-            }
-            if let Some(hint) = crate::hints::no_acquisitions(main) {
-                eprintln!("{hint}");
-            }
             eprintln!("lockmeter: profile written to {}", main.display());
         }
         None if ran.others.is_empty() => match ran.status.signal() {
@@ -436,8 +476,23 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
             "lockmeter: {} more profile(s), from child processes or exec'd images:",
             ran.others.len()
         );
+        // Past a few, only those that took locks are named (a launcher such as a pyenv shim
+        // starts dozens of processes that took none).
+        let idle = |o: &PathBuf| tree.images.iter().any(|i| &i.path == o && i.acquisitions == 0);
+        let long = ran.others.len() > LIST_ALL;
+        let mut quiet_ones = 0;
         for o in &ran.others {
-            eprintln!("  {}", o.display());
+            if long && idle(o) {
+                quiet_ones += 1;
+            } else {
+                eprintln!("  {}", o.display());
+            }
+        }
+        if quiet_ones > 0 {
+            match &ran.main {
+                Some(m) => eprintln!("  and {quiet_ones} that took no lock ({}.*)", shell_word(m)),
+                None => eprintln!("  and {quiet_ones} that took no lock"),
+            }
         }
     }
     if let Some(code) = ran.status.code() {
@@ -464,6 +519,10 @@ mod tests {
         assert_eq!(
             next_commands(Path::new("/tmp/my run/p.lmp")),
             "next: lockmeter report '/tmp/my run/p.lmp' --by pair | --stacks | --format html -o '/tmp/my run/p.html'"
+        );
+        assert_eq!(
+            next_commands(Path::new("p.lmp.41.2")),
+            "next: lockmeter report p.lmp.41.2 --by pair | --stacks | --format html -o p.lmp.41.2.html"
         );
         assert_eq!(
             next_commands(Path::new("it's.lmp")),

@@ -1,14 +1,16 @@
 //! End-to-end tests: exact counts per lock kind. Each C program takes its locks a known number
 //! of times (static, striped, robust, PI, adaptive, error-checking and recursive mutexes,
 //! rwlocks, spinlocks, condition variables, trylocks and timed locks, contention built on
-//! purpose, locks taken in a signal handler, one address re-initialized as other kinds) and runs
-//! under `lockmeter run`; the profile must hold exactly those counts, and the program must behave
-//! as it does without the collector.
+//! purpose, locks taken in a signal handler, one address re-initialized as other kinds, C11
+//! `mtx_*` and `cnd_*`, C++ `std::mutex`, `std::shared_mutex`, `std::recursive_mutex` and
+//! `std::timed_mutex`) and runs under `lockmeter run`; the profile must hold exactly those counts,
+//! and the program must behave as it does without the collector.
 //!
 //! Ground-truth programs (`tests/programs/`): condvar.c, contended.c, hammer.c, handoff.c, kinds.c,
-//! reuse.c, rwlock.c, semantics.c, sighandler.c, spin.c, striped.c, trylock.c.
+//! reuse.c, rwlock.c, semantics.c, sighandler.c, spin.c, striped.c, trylock.c, c11mtx.c,
+//! cxxlocks.cpp.
 //!
-//! Needs gcc. Run with `cargo test -p lockmeter --test exactness`; the harness builds the
+//! Needs gcc and g++. Run with `cargo test -p lockmeter --test exactness`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
 
 mod common;
@@ -431,4 +433,65 @@ fn one_address_reinitialized_as_other_kinds_keeps_identities_apart() {
     let busy = p.expect_lock("busy_lock", "mutex", 2);
     p.eq("busy_lock generation (a failed destroy changes nothing)", u(busy, "generation"), 0);
     p.expect_all_holds_timed(&[]);
+}
+
+#[test]
+fn c11_mtx_and_cnd_are_counted_exactly() {
+    // glibc's mtx_lock calls its internal __pthread_mutex_lock, which no pthread hook sees: the
+    // C11 functions have hooks of their own.
+    let s = Scratch::new("c11");
+    let exe = s.compile("c11mtx");
+    let (t, m, tries, rounds) = (4u64, 8000u64, 100u64, 1000u64);
+    let args = [t, m, tries, rounds].map(|v| v.to_string());
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &args.each_ref().map(String::as_str));
+    ran.expect_code(0);
+    assert!(ran.stdout.contains(&format!("ok {} timed {} rec {}", t * m, t * m / 4, t * m / 8)));
+    let line = ran.stdout.lines().find(|l| l.starts_with("cv ")).unwrap_or_else(|| panic!("{ran}"));
+    let get = |k: &str| -> u64 {
+        line.split_whitespace().find_map(|w| w.strip_prefix(k)?.parse().ok()).unwrap()
+    };
+    let (locks, waits) = (get("locks="), get("waits="));
+    assert_eq!(locks, 2 * rounds, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_lock("c11_lock", "mutex", t * m);
+    p.expect_lock("c11_timed", "mutex", t * m / 4);
+    p.expect_lock("c11_rec", "mutex", 2 * t * m / 8);
+    let tr = p.expect_lock("c11_try", "mutex", 2);
+    p.eq(
+        "c11_try trylock_failures (thrd_busy, thrd_timedout)",
+        u(tr, "trylock_failures"),
+        tries + 1,
+    );
+    p.eq("c11_try contended (the timed lock waited)", u(tr, "contended"), 0);
+    p.expect_lock("hold_gate", "mutex", 2);
+    let cv = p.expect_lock("c11_cv_lock", "mutex", locks + waits);
+    p.eq("c11_cv_lock cond_waits", u(cv, "cond_waits"), waits);
+    p.expect_all_holds_timed(&[]);
+}
+
+#[test]
+fn cxx_std_mutex_shared_mutex_recursive_and_timed_are_counted_exactly() {
+    let s = Scratch::new("cxx");
+    let exe = s.compile_cxx("cxxlocks");
+    let (t, m, tries) = (4u64, 8000u64, 100u64);
+    let ran =
+        run_metered(&s, "p.lmp", &[], &exe, &[&t.to_string(), &m.to_string(), &tries.to_string()]);
+    ran.expect_code(0);
+    let (writes, reads) = (t * m / 8, t * m - t * m / 8);
+    let want =
+        format!("ok {} reads {reads} writes {writes} rec {} timed {}", t * m, t * m / 4, t * m / 4);
+    assert!(ran.stdout.contains(&want), "no '{want}'\n{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_lock("cxx_mutex", "mutex", t * m);
+    let sh = p.expect_lock("cxx_shared", "rwlock", t * m);
+    p.eq("cxx_shared read_acquisitions", u(sh, "read_acquisitions"), reads);
+    p.eq("cxx_shared write_acquisitions", u(sh, "write_acquisitions"), writes);
+    p.expect_lock("cxx_rec", "mutex", 2 * t * m / 4);
+    p.expect_lock("cxx_timed", "mutex", t * m / 4);
+    let tr = p.expect_lock("cxx_try", "mutex", 2);
+    p.eq("cxx_try trylock_failures", u(tr, "trylock_failures"), tries);
 }

@@ -3,7 +3,8 @@
 //! million short-lived lock identities, 50 000 named ones); recorded + dropped must equal the
 //! program's own count, and the estimates of dropped locks must be close to the truth. With
 //! default options the record tables grow, and nothing is lost (100 000 distinct locks; sysbench
-//! with 4096 mutexes where sysbench is installed).
+//! with 4096 mutexes where sysbench is installed). The collector's own memory is what it keeps
+//! resident, never more than the whole process's resident memory.
 //!
 //! Ground-truth programs (`tests/programs/`): churn.c, distinct.c, hammer.c, many_locks.c,
 //! million.c, named_many.c, nested.c, per_request.c, reuse.c.
@@ -400,4 +401,27 @@ fn many_named_short_lived_locks_do_not_slow_the_profile_down() {
         p.check(name.starts_with("conn-"), format!("a recorded identity named {name}"));
     }
     p.check(ran.elapsed < Duration::from_secs(5), format!("the run took {:?}", ran.elapsed));
+}
+
+#[test]
+fn the_collectors_memory_is_resident_bytes_within_the_processs_rss() {
+    // 64 threads: each thread table is reserved whole (hundreds of MiB of address space in all)
+    // but touched only as it fills. The profile reports the resident part, which cannot exceed
+    // the resident memory of the whole process, that the program printed just before exit.
+    let s = Scratch::new("resident");
+    let exe = s.compile("hammer");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["64", "2000", "rss"]);
+    ran.expect_code(0);
+    let rss_kib: u64 = ran
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("rss_kib ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rss_kib line\n{ran}"));
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    let mem = u(&p.json["overhead"], "memory_bytes");
+    p.check(mem > 0, "overhead.memory_bytes > 0");
+    p.check(
+        mem <= rss_kib * 1024,
+        format!("overhead.memory_bytes {mem} <= the process's VmRSS {} bytes", rss_kib * 1024),
+    );
 }

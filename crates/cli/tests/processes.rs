@@ -3,7 +3,12 @@
 //! (`OUT.PID`, `OUT.PID.N` after the N-th exec); process-shared locks are counted in each process
 //! that takes them.
 //!
-//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c.
+//! A run under a launcher (a pyenv-style shim that execs through `env`, a shell script that
+//! starts the program as a child) is summarized as the program that took the locks, named with
+//! its launchers, and every image that took locks is listed with its file.
+//!
+//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c,
+//! hammer.c (under the launcher scripts the tests write).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test processes`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -11,6 +16,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 
 #[test]
 fn fork_children_get_their_own_exact_profiles() {
@@ -206,4 +212,174 @@ fn image_seq_after_spawning_children_the_parent_execs() {
     let second = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
     second.expect_lock("child_lock", "mutex", 5);
     second.eq("the parent's exec'd image: image_seq", u(second.header(), "image_seq"), 1);
+}
+
+/// Writes an executable script `rel` (below the scratch directory) with `body`.
+fn script(s: &Scratch, rel: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = s.path(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// The profile `run`'s `next:` line names (the one its summary is of).
+fn summarized_file(ran: &Ran) -> std::path::PathBuf {
+    let line = ran
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("next: lockmeter report "))
+        .unwrap_or_else(|| panic!("no next: line\n{ran}"));
+    std::path::PathBuf::from(line.split(" --by").next().unwrap())
+}
+
+/// A pid the program printed as `KEY PID`.
+fn printed_pid(ran: &Ran, key: &str) -> u64 {
+    ran.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no '{key}' line\n{ran}"))
+}
+
+#[test]
+fn a_program_behind_a_pyenv_style_shim_is_summarized_as_itself() {
+    // shims/hammer (bash) execs libexec/pyenv (bash), which runs a command substitution (a
+    // forked bash) and execs `env`, which execs hammer: one pid, four images, plus the fork.
+    let s = Scratch::new("shim");
+    let exe = s.compile("hammer");
+    let pyenv = script(
+        &s,
+        ".pyenv/libexec/pyenv",
+        &format!(
+            "#!/bin/bash\nset -e\nv=\"$(echo 3.12)\"\nshift 2\nexec env PYENV_VERSION=\"$v\" {} \"$@\"\n",
+            exe.display()
+        ),
+    );
+    let shim = script(
+        &s,
+        ".pyenv/shims/hammer",
+        &format!("#!/bin/bash\necho \"shim $$\"\nexec {} exec hammer \"$@\"\n", pyenv.display()),
+    );
+    let (threads, iters) = (4u64, 5000u64);
+    let out = s.path("p.lmp");
+    let ran = lockmeter(
+        &s.dir,
+        &[
+            "run",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            shim.to_str().unwrap(),
+            &threads.to_string(),
+            &iters.to_string(),
+        ],
+    );
+    ran.expect_code(0);
+    assert!(ran.stdout.contains(&format!("ok {}", threads * iters)), "{ran}");
+    let pid = printed_pid(&ran, "shim ");
+    let want = format!(
+        "this summary is of the one that took the most locks, pid {pid}: hammer {threads} {iters} (via pyenv shim → env)"
+    );
+    assert!(ran.stderr.contains(&want), "no '{want}'\n{ran}");
+    let lead = summarized_file(&ran);
+    assert_eq!(lead, s.path(&format!("p.lmp.{pid}.3")), "{ran}");
+    let p = Profile::load(&lead, &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.eq("summarized pid", u(p.header(), "pid"), pid);
+    p.expect_lock("big_lock", "mutex", threads * iters);
+    // The summary's table is this image's: big_lock with its exact count.
+    let row =
+        ran.stderr.lines().find(|l| l.contains("big_lock")).unwrap_or_else(|| panic!("{ran}"));
+    assert!(row.split_whitespace().any(|w| w == (threads * iters).to_string()), "{row}\n{ran}");
+    // The processes table marks it and counts the launcher images (4 of pid, 1 fork).
+    let images = s.files_with_prefix("p.lmp").len();
+    assert_eq!(images, 5, "{ran}");
+    assert!(ran.stderr.contains("processes: 5 images, 1 of them took locks"), "{ran}");
+    let marked = ran.stderr.lines().any(|l| {
+        l.trim_start().starts_with(&format!("{pid} *")) && l.ends_with(lead.to_str().unwrap())
+    });
+    assert!(marked, "no marked row for {}\n{ran}", lead.display());
+    assert!(ran.stderr.contains("4 image(s) took no lock"), "{ran}");
+}
+
+#[test]
+fn a_shell_wrapper_is_summarized_as_its_busiest_child_and_lists_the_others() {
+    let s = Scratch::new("wrapper");
+    let exe = s.compile("hammer");
+    let wrap = script(
+        &s,
+        "wrap.sh",
+        &format!(
+            "#!/bin/sh\n{e} 3 2000 &\necho \"big $!\"\nwait\n{e} 1 700 &\necho \"small $!\"\nwait\n",
+            e = exe.display()
+        ),
+    );
+    let out = s.path("w.lmp");
+    let ran =
+        lockmeter(&s.dir, &["run", "-o", out.to_str().unwrap(), "--", wrap.to_str().unwrap()]);
+    ran.expect_code(0);
+    let (big, small) = (printed_pid(&ran, "big "), printed_pid(&ran, "small "));
+    let want = format!("pid {big}: hammer 3 2000 (via shell script wrap.sh)");
+    assert!(ran.stderr.contains(&want), "no '{want}'\n{ran}");
+    let lead = summarized_file(&ran);
+    let p = Profile::load(&lead, &ran);
+    p.eq("summarized pid", u(p.header(), "pid"), big);
+    p.expect_lock("big_lock", "mutex", 6000);
+    // `cmd &` in sh: a forked shell (its own image, no lock) that execs the program.
+    let other = Profile::load(&s.path(&format!("w.lmp.{small}.1")), &ran);
+    other.expect_lock("big_lock", "mutex", 700);
+    // Both hammers have rows, the busier first and marked; the shells took no lock.
+    let row = |start: String| {
+        ran.stderr
+            .lines()
+            .position(|l| l.trim_start().starts_with(&start))
+            .unwrap_or_else(|| panic!("no row '{start}'\n{ran}"))
+    };
+    assert!(row(format!("{big} *")) < row(format!("{small}  ")), "{ran}");
+    assert!(ran.stderr.contains("2 of them took locks"), "{ran}");
+}
+
+#[test]
+fn profiles_are_known_from_the_manifest_not_guessed_from_names() {
+    // The program (a shell script) makes a file named like a child's profile while it runs:
+    // `run` lists the profiles the collector wrote (its manifest), not files that look like them,
+    // and leaves no manifest behind in TMPDIR.
+    let s = Scratch::new("manifest");
+    let exe = s.compile("hammer");
+    let out = s.path("m.lmp");
+    let fake = format!("{}.4242", out.display());
+    let wrap = script(
+        &s,
+        "wrap.sh",
+        &format!(
+            "#!/bin/sh\necho junk > {fake}\n{} 2 300 &\necho \"child $!\"\nwait\n",
+            exe.display()
+        ),
+    );
+    let tmp = s.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("TMPDIR", &tmp).args([
+        "run",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        wrap.to_str().unwrap(),
+    ]);
+    let ran = finish("lockmeter run (manifest)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let child = printed_pid(&ran, "child ");
+    // The forked shell (exec'd away) and the program it became: two profiles besides m.lmp.
+    let fork = format!("{}.{child}", out.display());
+    let image = format!("{}.{child}.1", out.display());
+    assert!(ran.stderr.contains("2 more profile(s)"), "{ran}");
+    for f in [&fork, &image] {
+        assert!(ran.stderr.lines().any(|l| l.trim() == f), "{f} not listed\n{ran}");
+    }
+    assert!(!ran.stderr.contains(&fake), "{fake} taken for a profile\n{ran}");
+    Profile::load(Path::new(&image), &ran).expect_lock("big_lock", "mutex", 600);
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
 }

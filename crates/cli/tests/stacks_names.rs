@@ -2,10 +2,13 @@
 //! from their symbols, call sites by function; names given through `include/lockmeter.h` win and
 //! outlive their lock; a program deleted or replaced after the run lends no wrong names; awkward
 //! names and a huge command line survive every format; the demo names its locks; a lock with no
-//! symbol is named by its storage (stack, heap, mapped) and first use.
+//! symbol is named by its storage (stack, heap, mapped) and first use; heap locks made and first
+//! taken through one wrapper are named by their callers, as `module+0xOFFSET` in a stripped
+//! program (with a note giving its build-id), and by function once its debug file is found by
+//! that build-id.
 //!
 //! Ground-truth programs (`tests/programs/`): hammer.c, named.c, shlib.c, shlib_main.c, storage.c,
-//! striped.c, weird.c and the bundled demo (`lockmeter demo`).
+//! striped.c, weird.c, wrapped.c and the bundled demo (`lockmeter demo`).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test stacks_names`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -286,4 +289,112 @@ fn locks_without_symbols_are_named_by_their_storage() {
     }
     p.eq("locks printed", seen, 4);
     p.eq("ok line", ran.stdout.lines().last(), Some("ok 4"));
+}
+
+/// The `CALLER N` lines wrapped.c prints: each caller's lock and its acquisitions.
+fn wrapped_counts(ran: &Ran) -> Vec<(String, u64)> {
+    let v: Vec<(String, u64)> = ran
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let (c, n) = l.split_once(' ')?;
+            Some((c.to_owned(), n.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(v.len(), 3, "{ran}");
+    v
+}
+
+/// The heap locks of `p` whose names start with `prefix`, as (name, acquisitions), by count.
+fn heap_locks(p: &Profile, prefix: &str) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = p
+        .locks()
+        .iter()
+        .filter_map(|l| Some((sf(l, "name")?.to_owned(), u(l, "acquisitions"))))
+        .filter(|(n, _)| n.starts_with(prefix))
+        .collect();
+    v.sort_by_key(|(_, n)| *n);
+    v
+}
+
+#[test]
+fn locks_first_used_through_a_wrapper_are_named_by_their_callers_stripped_or_not() {
+    let s = Scratch::new("wrapped");
+    let exe = s.compile("wrapped");
+    let ran = run_metered(&s, "w.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    let want = wrapped_counts(&ran);
+    let p = Profile::load(&s.path("w.lmp"), &ran);
+    let named = heap_locks(&p, "heap lock first used at ");
+    p.eq("heap locks", named.len(), 3);
+    for ((name, n), (caller, count)) in named.iter().zip(&want) {
+        let ok = name.starts_with(&format!("heap lock first used at {caller} (wrapped.c:"))
+            && name.ends_with(") via lock_it");
+        p.check(ok, format!("'{name}' names {caller} through the wrapper lock_it"));
+        p.eq(format!("{name}: acquisitions"), *n, *count);
+    }
+
+    // The same program stripped: module+offset, one distinct name per caller, and a note that
+    // says so with the build-id.
+    let stripped = s.path("wrapped-s");
+    let st = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&exe)
+        .status()
+        .expect("cannot run strip (binutils; .ci/install.sh installs it)");
+    assert!(st.success());
+    let ran = run_metered(&s, "s.lmp", &[], &stripped, &[]);
+    ran.expect_code(0);
+    let ps = Profile::load(&s.path("s.lmp"), &ran);
+    let named = heap_locks(&ps, "heap lock first used at wrapped-s+0x");
+    ps.eq("stripped heap locks", named.len(), 3);
+    let distinct: std::collections::HashSet<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+    ps.eq("distinct names", distinct.len(), 3);
+    for ((name, n), (_, count)) in named.iter().zip(&want) {
+        ps.check(name.contains(" via wrapped-s+0x"), format!("'{name}' names the wrapper"));
+        ps.eq(format!("{name}: acquisitions"), *n, *count);
+    }
+    let text = lockmeter(&s.dir, &["report", s.path("s.lmp").to_str().unwrap()]);
+    let note = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("note: wrapped-s is stripped"))
+        .unwrap_or_else(|| panic!("no stripped note\n{text}"));
+    let hex = note
+        .split("build-id ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("no build-id in {note}"));
+    assert!(hex.len() >= 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{note}");
+
+    // Symbols applied later: the debug file, found by build-id, names each caller again.
+    let dbg = s.path("dbg/.build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&dbg).unwrap();
+    let st = std::process::Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&exe)
+        .arg(dbg.join(format!("{}.debug", &hex[2..])))
+        .status()
+        .expect("cannot run objcopy");
+    assert!(st.success());
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("LOCKMETER_DEBUG_DIRS", s.path("dbg")).args([
+        "report",
+        s.path("s.lmp").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let later = finish("report with LOCKMETER_DEBUG_DIRS".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    assert!(later.status.success(), "{later}");
+    let json: serde_json::Value = serde_json::from_str(&later.stdout).unwrap();
+    let pl = Profile { path: s.path("s.lmp"), json, context: later.to_string() };
+    let named = heap_locks(&pl, "heap lock first used at ");
+    pl.eq("heap locks with symbols applied", named.len(), 3);
+    for ((name, n), (caller, count)) in named.iter().zip(&want) {
+        let ok = name.starts_with(&format!("heap lock first used at {caller} (wrapped.c:"))
+            && name.ends_with(") via lock_it");
+        pl.check(ok, format!("'{name}' names {caller} through lock_it"));
+        pl.eq(format!("{name}: acquisitions"), *n, *count);
+    }
 }

@@ -339,6 +339,15 @@ setting!(
     "Set by `lockmeter run` to its own pid: the process whose parent it is writes the profile FILE itself."
 );
 setting!(
+    MANIFEST,
+    "LOCKMETER_MANIFEST",
+    Cli::None,
+    Value::Text,
+    "FILE",
+    "unset",
+    "Set by `lockmeter run`: a file it made, to which each process appends the name of the profile it wrote (one line each), so that `run` knows every profile of the run without looking for them."
+);
+setting!(
     IMAGE_SEQ,
     "LOCKMETER_IMAGE_SEQ",
     Cli::None,
@@ -372,6 +381,7 @@ pub const SETTINGS: &[Setting] = &[
     CLOCK,
     TSC_HZ,
     ROOT_PPID,
+    MANIFEST,
     IMAGE_SEQ,
     DISABLE,
 ];

@@ -44,6 +44,8 @@ pub(crate) static CALIB_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Static buffers of the (single) dumping thread.
 struct Bufs {
     out_base: PathBuf,
+    /// The run's manifest (`LOCKMETER_MANIFEST`), empty when none.
+    manifest: PathBuf,
     path: PathBuf,
     tmp: PathBuf,
     scratch: PathBuf,
@@ -60,6 +62,7 @@ unsafe impl Sync for Shared {}
 
 static BUFS: Shared = Shared(UnsafeCell::new(Bufs {
     out_base: PathBuf::new(),
+    manifest: PathBuf::new(),
     path: PathBuf::new(),
     tmp: PathBuf::new(),
     scratch: PathBuf::new(),
@@ -86,6 +89,37 @@ pub(crate) fn set_output(base: &[u8]) {
     // SAFETY: called from the constructor, before any hook meters or dumps.
     let b = unsafe { &mut *BUFS.0.get() };
     b.out_base.clear().push(base);
+}
+
+/// Sets the manifest the final name of each profile is appended to (from `LOCKMETER_MANIFEST`).
+/// Constructor only.
+pub(crate) fn set_manifest(path: &[u8]) {
+    // SAFETY: called from the constructor, before any hook meters or dumps.
+    let b = unsafe { &mut *BUFS.0.get() };
+    b.manifest.clear().push(path);
+}
+
+/// Appends the profile's final name (`b.path`) and a newline to the run's manifest, in one
+/// `write` to an `O_APPEND` file, so that lines of processes ending together never mix. Only a
+/// file `run` made is opened (no `O_CREAT`, no link followed).
+fn note_in_manifest(b: &mut Bufs) {
+    if b.manifest.bytes().is_empty() {
+        return;
+    }
+    // SAFETY: `manifest` is NUL-terminated; the flags create nothing.
+    let fd = unsafe {
+        libc::open(
+            b.manifest.as_ptr(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    if fd < 0 {
+        return;
+    }
+    b.scratch.clear().push(b.path.bytes()).push(b"\n");
+    sys::write_all(fd, b.scratch.bytes());
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
 }
 
 /// A sink on a raw file descriptor.
@@ -119,6 +153,7 @@ fn write_profile_inner(end: End) -> bool {
         return false;
     }
     STATE.store(state::DONE, Release);
+    crate::resident::measure();
     // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = encode_to_file(b, pid, end);
@@ -258,6 +293,7 @@ fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
         if link_new(b, fd, named) {
             // SAFETY: `fd` is ours.
             unsafe { libc::close(fd) };
+            note_in_manifest(b);
             return true;
         }
         if sys::errno() != libc::EEXIST {
@@ -494,7 +530,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,
         estimated_total_ns: per_pair.saturating_mul(acquisitions),
-        memory_bytes: state::MAPPED_BYTES.load(Relaxed),
+        memory_bytes: crate::resident::at_dump(),
         ns_per_stack: NS_PER_STACK.load(Relaxed),
     })
     .ok()?;

@@ -86,6 +86,9 @@ fn init_inner() {
     if let Some(out) = getenv(settings::OUTPUT.env_c).filter(|o| !o.is_empty()) {
         dump::set_output(out);
     }
+    if let Some(m) = getenv(settings::MANIFEST.env_c).filter(|m| !m.is_empty()) {
+        dump::set_manifest(m);
+    }
     dump::remember_cmdline();
 
     calibrate_overhead();

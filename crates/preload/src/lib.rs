@@ -3,7 +3,9 @@
 //! Load it with `lockmeter run -- PROGRAM` (or `LD_PRELOAD=liblockmeter_preload.so PROGRAM`). It
 //! interposes `pthread_mutex_*`, `pthread_rwlock_*`, `pthread_spin_*`, `pthread_cond_*wait` and
 //! the POSIX semaphores (`sem_wait`, `sem_trywait`, `sem_timedwait`, `sem_clockwait`, `sem_post`,
-//! `sem_init`, `sem_destroy`; CPython's `threading.Lock` is one), records per (thread, lock, call
+//! `sem_init`, `sem_destroy`; CPython's `threading.Lock` is one), and C11's `mtx_*` and
+//! `cnd_wait`/`cnd_timedwait` (glibc's call the internal pthread functions, out of reach of the
+//! pthread hooks), records per (thread, lock, call
 //! site, mode) statistics in per-thread tables, and writes one profile per process image at exit,
 //! `_exit`, `exec` or a fatal signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT: `abort` and failed
 //! assertions) that the program does not handle itself.
@@ -28,6 +30,7 @@ mod init;
 mod meter;
 mod names;
 mod real;
+mod resident;
 mod state;
 mod sys;
 mod unwind;

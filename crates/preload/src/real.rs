@@ -1,6 +1,9 @@
 //! The real pthread functions, resolved with `dlsym(RTLD_NEXT)` (`dlvsym` for the condvar family,
 //! which exists twice on x86_64: `@GLIBC_2.2.5` compat and `@@GLIBC_2.3.2`).
 //!
+//! The C11 `mtx_*` and `cnd_*` functions exist twice as well (`@GLIBC_2.28`, from libpthread, and
+//! `@@GLIBC_2.34`), at one address: the default version is the real function for either.
+//!
 //! The semaphore functions exist twice too, since glibc 2.34 moved them from libpthread into libc:
 //! `sem_*@GLIBC_2.2.5` (aarch64: `@GLIBC_2.17`; `sem_clockwait@GLIBC_2.30`), which programs built
 //! against an older glibc bind to, and `sem_*@@GLIBC_2.34`. On x86_64 and aarch64 both versions
@@ -200,6 +203,14 @@ reals! {
     sem_post = "sem_post": fn(s: *mut sem_t) -> c_int;
     sem_init = "sem_init": fn(s: *mut sem_t, pshared: c_int, value: core::ffi::c_uint) -> c_int;
     sem_destroy = "sem_destroy": fn(s: *mut sem_t) -> c_int;
+    mtx_lock = "mtx_lock": fn(m: *mut c_void) -> c_int;
+    mtx_trylock = "mtx_trylock": fn(m: *mut c_void) -> c_int;
+    mtx_timedlock = "mtx_timedlock": fn(m: *mut c_void, t: *const timespec) -> c_int;
+    mtx_unlock = "mtx_unlock": fn(m: *mut c_void) -> c_int;
+    mtx_init = "mtx_init": fn(m: *mut c_void, kind: c_int) -> c_int;
+    mtx_destroy = "mtx_destroy": fn(m: *mut c_void) -> ();
+    cnd_wait = "cnd_wait": extern "C-unwind" fn(c: *mut c_void, m: *mut c_void) -> c_int;
+    cnd_timedwait = "cnd_timedwait": extern "C-unwind" fn(c: *mut c_void, m: *mut c_void, t: *const timespec) -> c_int;
 }
 
 /// Address of a symbol in the objects after this one, or null (used for `__rseq_offset`).

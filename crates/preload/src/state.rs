@@ -127,6 +127,7 @@ pub(crate) fn map_counted(n: usize) -> *mut u8 {
     let p = map_zeroed(n);
     if !p.is_null() {
         MAPPED_BYTES.fetch_add(n as u64, Relaxed);
+        crate::resident::note(p, n);
     }
     p
 }
@@ -144,11 +145,15 @@ unsafe impl Memory for Mapped {
     fn map(&self, bytes: usize) -> *mut u8 {
         let saved = sys::errno();
         let p = map_zeroed(bytes);
+        if !p.is_null() {
+            crate::resident::note(p, bytes);
+        }
         sys::set_errno(saved);
         p
     }
     unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
         let saved = sys::errno();
+        crate::resident::forget(p);
         // SAFETY: a mapping made by `map` with this size (the caller's contract).
         unsafe { libc::munmap(p.cast(), bytes) };
         sys::set_errno(saved);

@@ -241,6 +241,11 @@ struct ElfInfo {
     data: Vec<Sym>,
     /// Whether the file has its own DWARF (`.debug_info`).
     has_dwarf: bool,
+    /// Whether no symbol table names its functions (no `.symtab`, here or in a separate debug
+    /// file): its code is shown as `module+0xOFFSET`.
+    stripped: bool,
+    /// The GNU build-id, by which a debug file can be matched to it later.
+    build_id: Option<Vec<u8>>,
     /// `.gnu_debuglink`: the separate debug file's name.
     debuglink: Option<String>,
     /// The file with the module's DWARF (itself or a separate debug file), if any.
@@ -385,6 +390,7 @@ impl ElfInfo {
             .ok()
             .flatten()
             .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+        let mut stripped = !has_symtab;
         let debug_path = if has_dwarf {
             Some(path.to_path_buf())
         } else {
@@ -395,13 +401,24 @@ impl ElfInfo {
                             object::File::parse(&*bytes).ok().and_then(|f| symbols(&f, false))
                         {
                             (text, data) = (t, d);
+                            stripped = false;
                         }
                     }
                     p
                 },
             )
         };
-        Some(ElfInfo { segs, text, data, has_dwarf, debuglink, debug_path, debug: OnceCell::new() })
+        Some(ElfInfo {
+            segs,
+            text,
+            data,
+            has_dwarf,
+            stripped,
+            build_id,
+            debuglink,
+            debug_path,
+            debug: OnceCell::new(),
+        })
     }
 
     /// ELF virtual address of a file offset, via the `PT_LOAD` segment containing it.
@@ -550,6 +567,37 @@ impl ElfSymbolizer {
         v
     }
 
+    /// One sentence per stripped module of the program (not the C library's) read so far: its
+    /// code is shown as `module+0xOFFSET`, and where a debug file with its build-id would name it.
+    fn stripped_notes(&self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut v = Vec::new();
+        for m in &self.modules {
+            let Some(elf) = m.elf.as_ref().filter(|e| e.stripped) else { continue };
+            if lockmeter_core::stacks::is_system_library(&m.name) || !seen.insert(&m.path) {
+                continue;
+            }
+            let how = match elf.build_id.as_deref().filter(|id| id.len() >= 2) {
+                Some(id) => {
+                    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                    format!(
+                        "build-id {hex}; to name them, put its debug file at \
+                         DIR/.build-id/{}/{}.debug and run the report again with \
+                         LOCKMETER_DEBUG_DIRS=DIR",
+                        &hex[..2],
+                        &hex[2..]
+                    )
+                }
+                None => "it has no build-id; to name them, rebuild it with symbols".to_owned(),
+            };
+            v.push(format!(
+                "{} is stripped: its code is shown as {}+0xOFFSET (file offsets) ({how})",
+                m.name, m.name
+            ));
+        }
+        v
+    }
+
     /// Parses module `i` (through the cache) and computes its load bias.
     fn load(&mut self, i: usize) {
         if std::mem::replace(&mut self.modules[i].loaded, true) {
@@ -688,15 +736,17 @@ impl Symbolize for ElfSymbolizer {
     /// The files read (or refused) so far that were modified after the time given to
     /// [`ElfSymbolizer::refuse_files_changed_after`]: none when it was not called.
     fn notes(&self) -> Vec<String> {
+        let mut notes = self.stripped_notes();
         let changed = self.changed_since(self.not_after_ns);
         if changed.is_empty() {
-            return Vec::new();
+            return notes;
         }
-        vec![format!(
+        notes.push(format!(
             "{} changed after the run started (rebuilt or replaced?): its addresses are shown as \
              module+offset, not with names that may be wrong",
             changed.join(", ")
-        )]
+        ));
+        notes
     }
 }
 

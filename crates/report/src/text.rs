@@ -617,7 +617,7 @@ fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
         } else {
             line += &format!(", ~{} in total", fmt_ns(o.estimated_total_ns));
         }
-        line += &format!(", {} memory", fmt_bytes(o.memory_bytes));
+        line += &format!(", {} resident memory", fmt_bytes(o.memory_bytes));
         writeln!(w, "{line}")?;
     }
 

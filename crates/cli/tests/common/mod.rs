@@ -102,6 +102,28 @@ impl Scratch {
         exe
     }
 
+    /// Compiles `tests/programs/NAME.cpp` into this directory: `g++ -O2 -pthread -g -std=c++17`.
+    pub fn compile_cxx(&self, name: &str) -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
+        let src = dir.join(format!("{name}.cpp"));
+        let exe = self.dir.join(name);
+        let out = Command::new("g++")
+            .args(["-O2", "-pthread", "-g", "-Wall", "-std=c++17", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .expect(
+                "cannot run g++ (the C++ end-to-end test needs it; .ci/install.sh installs it)",
+            );
+        assert!(
+            out.status.success(),
+            "g++ failed on {}:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+
     /// Every file of the directory whose name starts with `prefix`, sorted.
     pub fn files_with_prefix(&self, prefix: &str) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&self.dir)

@@ -1,5 +1,6 @@
 /* THREADS threads x ITERS lock/unlock of one mutex, big_lock; the protected counter proves
- * mutual exclusion. argv: THREADS ITERS. */
+ * mutual exclusion. argv: THREADS ITERS [rss]; with "rss", also prints the process's resident
+ * memory at the end ("rss_kib N", VmRSS of /proc/self/status). */
 #include "e2e_common.h"
 
 pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,5 +31,12 @@ int main(int argc, char **argv) {
         return 91;
     }
     printf("ok %ld\n", counter);
+    if (argc > 3 && strcmp(argv[3], "rss") == 0) {
+        char line[256];
+        FILE *f = fopen("/proc/self/status", "r");
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "VmRSS:", 6) == 0) printf("rss_kib %ld\n", strtol(line + 6, NULL, 10));
+        if (f) fclose(f);
+    }
     return 0;
 }

@@ -99,15 +99,32 @@ impl<'p, 's> Builder<'p, 's> {
                 first_uses.entry(e.lock).or_insert(e.stack);
             }
         }
+        // Names given by the program or a symbol first; the others by their first use, each at
+        // the depth that tells locks first used through one wrapper apart.
+        let mut given: Vec<Option<(String, NameSource)>> = Vec::new();
+        let mut stacks: Vec<Option<Vec<Frame>>> = Vec::new();
         for l in &self.profile.locks {
-            let first_use = first_uses.get(&l.id).map(|&id| self.stack(id));
-            let (name, name_source) = if let Some(n) = &l.name {
-                (Some(n.clone()), NameSource::Program)
-            } else if let Some(n) = self.frames.symbolizer().data(l.address) {
-                (Some(n), NameSource::Symbol)
-            } else if let Some(n) = first_use
-                .as_deref()
-                .and_then(|f| first_use_name(l, Storage::of(&self.profile.maps, l.address), f))
+            given.push(match &l.name {
+                Some(n) => Some((n.clone(), NameSource::Program)),
+                None => self.frames.symbolizer().data(l.address).map(|n| (n, NameSource::Symbol)),
+            });
+            stacks.push(first_uses.get(&l.id).map(|&id| self.stack(id)));
+        }
+        let depths = naming_depths(
+            &stacks
+                .iter()
+                .zip(&given)
+                .map(|(f, g)| if g.is_some() { None } else { f.as_deref() })
+                .collect::<Vec<_>>(),
+        );
+        for (i, l) in self.profile.locks.iter().enumerate() {
+            let first_use = stacks[i].take();
+            let (name, name_source) = if let Some((n, src)) = given[i].take() {
+                (Some(n), src)
+            } else if let Some(n) =
+                first_use.as_deref().and_then(|f| {
+                    first_use_name(l, Storage::of(&self.profile.maps, l.address), f, depths[i])
+                })
             {
                 (Some(n), NameSource::FirstUse)
             } else {
@@ -395,17 +412,24 @@ fn new_lock(
 }
 
 /// `heap lock first used at <function> (<file>:<line>)` from a first-use stack: its first frame
-/// outside the C library (frames[0] is already the caller of the lock function), after the
-/// lock's storage (`static`, `stack`, `heap`, `mapped`; plain `lock` when its memory was unmapped
-/// before the end). A futex word (seen by the kernel collector) reads `futex 0x… first waited at
-/// <function>`, a Go mutex `go-mutex 0x… first waited at <function>`. `None` when that frame has
-/// no function name.
-fn first_use_name(l: &LockInfo, storage: Storage, frames: &[Frame]) -> Option<String> {
-    let f = frames
-        .iter()
-        .find(|f| !f.module.as_deref().is_some_and(lockmeter_core::stacks::is_system_library))
-        .or(frames.first())?;
-    let func = f.function.as_ref()?;
+/// outside the C library (frames[0] is already the caller of the lock function), or the frame
+/// `depth` frames further out, naming the wrapper it went through (`... via lock_wrapper`), after
+/// the lock's storage (`static`, `stack`, `heap`, `mapped`; plain `lock` when its memory was
+/// unmapped before the end). A
+/// futex word (seen by the kernel collector) reads `futex 0x… first waited at <function>`, a Go
+/// mutex `go-mutex 0x… first waited at <function>`. A frame without a function (a stripped
+/// module) is named `module+0xOFFSET`. `None` when the frame has neither.
+fn first_use_name(
+    l: &LockInfo,
+    storage: Storage,
+    frames: &[Frame],
+    depth: usize,
+) -> Option<String> {
+    let user = user_frames(frames);
+    let f = user.get(depth).or(user.first())?;
+    if f.function.is_none() && f.module.is_none() {
+        return None;
+    }
     let address = l.address;
     let what = match l.kind {
         LockKind::Futex => format!("futex {address:#x} first waited at"),
@@ -415,14 +439,107 @@ fn first_use_name(l: &LockInfo, storage: Storage, frames: &[Frame]) -> Option<St
         _ if storage == Storage::Unknown => "lock first used at".to_owned(),
         _ => format!("{} lock first used at", storage.as_str()),
     };
-    Some(match f.short_location() {
-        Some(loc) => format!("{what} {func} ({loc})"),
-        None => format!("{what} {f}"),
-    })
+    let at = match (&f.function, f.short_location()) {
+        (Some(func), Some(loc)) => format!("{func} ({loc})"),
+        _ => f.to_string(),
+    };
+    let via = match user.first() {
+        Some(w) if depth > 0 && !std::ptr::eq(w, f) => {
+            format!(" via {}", w.function.clone().unwrap_or_else(|| w.to_string()))
+        }
+        _ => String::new(),
+    };
+    Some(format!("{what} {at}{via}"))
+}
+
+/// A first-use stack from its first frame outside the C library (all of it if none is).
+fn user_frames(frames: &[Frame]) -> &[Frame] {
+    let i = frames
+        .iter()
+        .position(|f| !f.module.as_deref().is_some_and(lockmeter_core::stacks::is_system_library))
+        .unwrap_or(0);
+    &frames[i..]
+}
+
+/// For each first-use stack (`None`: the lock is named otherwise), the depth of the frame that
+/// names it. Locks whose first use went through one wrapper (an allocator or lock wrapper every
+/// lock shares, such as `sqlite3MutexAlloc` or `g_mutex_lock`) share their first frame; for
+/// them, the first depth at which their stacks differ names them instead, so that each lock is
+/// named by where the program used it. Locks whose stacks never differ keep their first frame.
+fn naming_depths(stacks: &[Option<&[Frame]>]) -> Vec<usize> {
+    let users: Vec<Option<&[Frame]>> = stacks.iter().map(|s| s.map(user_frames)).collect();
+    let mut depth = vec![0usize; stacks.len()];
+    let at = |i: usize, d: usize| users[i].and_then(|u| u.get(d)).map(|f| f.address);
+    // Groups still to split: locks with the same frame at depth `d`.
+    let mut work: Vec<(Vec<usize>, usize)> = Vec::new();
+    let mut by_first: HashMap<u64, Vec<usize>> = HashMap::new();
+    for i in 0..stacks.len() {
+        if let Some(a) = at(i, 0) {
+            by_first.entry(a).or_default().push(i);
+        }
+    }
+    work.extend(by_first.into_values().filter(|g| g.len() > 1).map(|g| (g, 0)));
+    while let Some((group, d)) = work.pop() {
+        let longest = group.iter().filter_map(|&i| users[i].map(<[Frame]>::len)).max().unwrap_or(0);
+        let Some(k) =
+            (d + 1..longest).find(|&k| group.iter().any(|&i| at(i, k) != at(group[0], k)))
+        else {
+            continue;
+        };
+        let mut sub: HashMap<Option<u64>, Vec<usize>> = HashMap::new();
+        for &i in &group {
+            if at(i, k).is_some() {
+                depth[i] = k;
+            }
+            sub.entry(at(i, k)).or_default().push(i);
+        }
+        work.extend(
+            sub.into_iter().filter(|(a, g)| a.is_some() && g.len() > 1).map(|(_, g)| (g, k)),
+        );
+    }
+    depth
 }
 
 fn sort_stacks(v: &mut [StackAgg]) {
     v.sort_by(|a, b| {
         b.ns_total.cmp(&a.ns_total).then(b.count.cmp(&a.count)).then(a.stack.cmp(&b.stack))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Frame, naming_depths};
+
+    fn frames(addrs: &[u64]) -> Vec<Frame> {
+        addrs
+            .iter()
+            .map(|&a| Frame { address: a, module: Some("app".into()), ..Frame::default() })
+            .collect()
+    }
+
+    #[test]
+    fn a_shared_wrapper_is_skipped_to_where_the_callers_differ() {
+        // Three locks through lock_it (0x10) and take (0x20), from three callers; one lock
+        // first used elsewhere; two locks of one loop (same stack all the way) keep their frame.
+        let a = frames(&[0x10, 0x20, 0x31, 0x90]);
+        let b = frames(&[0x10, 0x20, 0x32, 0x90]);
+        let c = frames(&[0x10, 0x20, 0x33, 0x90]);
+        let d = frames(&[0x50, 0x90]);
+        let e = frames(&[0x60, 0x70]);
+        let f = frames(&[0x60, 0x70]);
+        let stacks = [
+            Some(&a[..]),
+            Some(&b[..]),
+            Some(&c[..]),
+            Some(&d[..]),
+            None,
+            Some(&e[..]),
+            Some(&f[..]),
+        ];
+        assert_eq!(naming_depths(&stacks), vec![2, 2, 2, 0, 0, 0, 0]);
+        // A lock whose stack ends at the wrapper keeps it; the others move on.
+        let g = frames(&[0x10]);
+        let stacks = [Some(&a[..]), Some(&g[..]), Some(&b[..])];
+        assert_eq!(naming_depths(&stacks), vec![2, 0, 2]);
+    }
 }

@@ -6,6 +6,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef ITERATIONS
+#define ITERATIONS 150 /* rebuilds of the table (the tests pass -DITERATIONS) */
+#endif
+
 pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t *entry_lock;
 static volatile long table[1024];

@@ -1,0 +1,398 @@
+//! A run's process tree: every profile one `run` wrote (one per process image), which of them
+//! leads the summary, and how the program it measured was reached from the command the user
+//! typed (a pyenv shim, a shell wrapper, `env`, `make`).
+//!
+//! The summary leads with the image that took the most locks, not with the first image: under a
+//! launcher the first image is a shell that took none, and the program the user meant is a
+//! grandchild. Processes are not merged into one table: each has its own address space, so its
+//! locks, sites and stacks mean nothing in another's (a profile holds one process); instead a
+//! table lists each process that took locks, with its file.
+
+use lockmeter_report::units::{Align, Table, fmt_ns};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// One process image's profile, as much as the tree needs of it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Image {
+    pub(crate) path: PathBuf,
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
+    pub(crate) image_seq: u32,
+    pub(crate) start_unix_ns: u64,
+    pub(crate) exe: String,
+    pub(crate) cmdline: Vec<String>,
+    pub(crate) acquisitions: u64,
+    pub(crate) wait_ns: u64,
+}
+
+impl Image {
+    /// Reads the profile at `path`; `None` when it cannot be read (the caller lists the file
+    /// anyway).
+    fn read(path: &Path) -> Option<Image> {
+        let p = lockmeter_format::read_profile_file(path).ok()?;
+        let h = &p.header;
+        Some(Image {
+            path: path.to_path_buf(),
+            pid: h.pid,
+            ppid: h.ppid,
+            image_seq: h.image_seq,
+            start_unix_ns: h.start_unix_ns,
+            exe: h.exe.clone(),
+            cmdline: h.cmdline.clone(),
+            acquisitions: p.records.iter().map(|r| r.stats.acquisitions).sum(),
+            wait_ns: p.records.iter().map(|r| r.stats.wait_ns_total).sum(),
+        })
+    }
+
+    /// The program as a user would name it: its first argument's file name and the rest of its
+    /// command line (`python3 script.py`), else its executable's file name.
+    pub(crate) fn program(&self) -> String {
+        let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
+        let s = match self.cmdline.split_first() {
+            Some((first, rest)) if !first.is_empty() => std::iter::once(base(first))
+                .chain(rest.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ if !self.exe.is_empty() => base(&self.exe),
+            _ => "?".to_owned(),
+        };
+        printable(&s, 80)
+    }
+
+    /// What this image is as a launcher, in a word or two: `pyenv shim`, `shell script NAME`,
+    /// `env`, `make`, else its program's file name.
+    fn launcher(&self) -> String {
+        let words = || self.cmdline.iter().map(String::as_str).chain([self.exe.as_str()]);
+        if words().any(|w| {
+            w.contains("/.pyenv/shims/")
+                || w.ends_with("/pyenv")
+                || w.contains("/pyenv/libexec/")
+                || w.contains("/.pyenv/libexec/")
+        }) {
+            return "pyenv shim".to_owned();
+        }
+        let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
+        let exe = base(&self.exe);
+        let shell = ["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"].contains(&exe.as_str());
+        if shell {
+            // `bash SCRIPT ARGS` (a script run through its #! line) or `bash -c '...'`.
+            match self.cmdline.get(1).map(String::as_str) {
+                Some(s) if !s.starts_with('-') => {
+                    return printable(&format!("shell script {}", base(s)), 60);
+                }
+                _ => return format!("{exe} -c"),
+            }
+        }
+        if exe.is_empty() { self.program() } else { exe }
+    }
+}
+
+/// `s` with control characters shown as `?`, cut to `max` chars (with `...`).
+fn printable(s: &str, max: usize) -> String {
+    let clean: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    if clean.chars().count() <= max {
+        clean
+    } else {
+        let cut: String = clean.chars().take(max.saturating_sub(3)).collect();
+        format!("{cut}...")
+    }
+}
+
+/// The profiles of one run.
+#[derive(Debug, Default)]
+pub(crate) struct Tree {
+    /// Every readable profile, the root's first, then in the order given.
+    pub(crate) images: Vec<Image>,
+}
+
+impl Tree {
+    /// Reads the profiles at `paths` (the root's first); unreadable ones are left out.
+    pub(crate) fn read<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> Tree {
+        Tree { images: paths.into_iter().filter_map(|p| Image::read(p)).collect() }
+    }
+
+    /// The image the summary leads with: the one that took the most locks (ties: the one that
+    /// waited longest, then the earliest listed, so a lone process or a tree without any lock
+    /// leads with the root).
+    pub(crate) fn lead(&self) -> Option<&Image> {
+        let mut best: Option<&Image> = None;
+        for im in &self.images {
+            let better =
+                best.is_none_or(|b| (im.acquisitions, im.wait_ns) > (b.acquisitions, b.wait_ns));
+            if better {
+                best = Some(im);
+            }
+        }
+        best
+    }
+
+    /// The image `im` came from: the image its process exec'd from (same pid, the previous
+    /// image), else the image of its parent that was running when it started (the latest one of
+    /// the parent's pid that started before it); `None` for the root.
+    fn predecessor(&self, im: &Image) -> Option<&Image> {
+        if im.image_seq > 0 {
+            if let Some(p) =
+                self.images.iter().find(|o| o.pid == im.pid && o.image_seq + 1 == im.image_seq)
+            {
+                return Some(p);
+            }
+        }
+        self.images
+            .iter()
+            .filter(|o| o.pid == im.ppid && o.start_unix_ns <= im.start_unix_ns)
+            .max_by_key(|o| (o.image_seq, o.start_unix_ns))
+    }
+
+    /// The images from the root to `lead`, `lead` last.
+    pub(crate) fn chain<'a>(&'a self, lead: &'a Image) -> Vec<&'a Image> {
+        let mut chain = vec![lead];
+        let mut cur = lead;
+        while let Some(p) = self.predecessor(cur) {
+            if chain.len() > self.images.len() || chain.iter().any(|c| std::ptr::eq(*c, p)) {
+                break;
+            }
+            chain.push(p);
+            cur = p;
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// `python3 script.py (via pyenv shim)`: the lead's program and the launchers it was
+    /// started through (each named once, in order).
+    pub(crate) fn describe(&self, lead: &Image) -> String {
+        let chain = self.chain(lead);
+        let mut via: Vec<String> = Vec::new();
+        for im in &chain[..chain.len() - 1] {
+            let l = im.launcher();
+            if via.last() != Some(&l) {
+                via.push(l);
+            }
+        }
+        if via.is_empty() {
+            lead.program()
+        } else {
+            format!("{} (via {})", lead.program(), via.join(" → "))
+        }
+    }
+
+    /// The line that tells which process the summary is of, when the run had several images;
+    /// `None` for a lone process.
+    pub(crate) fn lead_line(&self) -> Option<String> {
+        if self.images.len() < 2 {
+            return None;
+        }
+        let lead = self.lead()?;
+        let n = self.images.len();
+        Some(format!(
+            "lockmeter: {n} process images ran; this summary is of the one that took the most locks, pid {}: {}",
+            lead.pid,
+            self.describe(lead)
+        ))
+    }
+
+    /// The table of every image that took a lock, most first (at most `top` rows), with a line
+    /// for the rest; `None` for a lone process.
+    pub(crate) fn table(&self, top: usize) -> Option<String> {
+        if self.images.len() < 2 {
+            return None;
+        }
+        let lead = self.lead().map(|l| l.path.clone());
+        let mut busy: Vec<&Image> = self.images.iter().filter(|i| i.acquisitions > 0).collect();
+        busy.sort_by_key(|i| std::cmp::Reverse((i.acquisitions, i.wait_ns)));
+        let idle = self.images.len() - busy.len();
+        let mut out = format!(
+            "processes: {} images, {} of them took locks (each image's profile is its own file):\n",
+            self.images.len(),
+            busy.len()
+        );
+        if !busy.is_empty() {
+            let mut t = Table::new(&[
+                ("PID", Align::Right),
+                ("ACQUISITIONS", Align::Right),
+                ("WAIT-TOTAL", Align::Right),
+                ("PROGRAM", Align::Left),
+                ("FILE", Align::Left),
+            ]);
+            for im in busy.iter().take(top.max(1)) {
+                let mark = if Some(&im.path) == lead.as_ref() { " *" } else { "" };
+                t.row(vec![
+                    format!("{}{mark}", im.pid),
+                    im.acquisitions.to_string(),
+                    fmt_ns(im.wait_ns),
+                    im.program(),
+                    im.path.display().to_string(),
+                ]);
+            }
+            let mut v = Vec::new();
+            let _ = t.write("  ", &mut v);
+            out.push_str(&String::from_utf8_lossy(&v));
+            if busy.len() > top.max(1) {
+                out.push_str(&format!(
+                    "  ... and {} more that took locks\n",
+                    busy.len() - top.max(1)
+                ));
+            }
+        }
+        if idle > 0 {
+            out.push_str(&format!(
+                "  {idle} image(s) took no lock (launchers, shells, exec'd-from images)\n"
+            ));
+        }
+        Some(out)
+    }
+}
+
+/// The file in which every process of a run lists the profile it wrote (`LOCKMETER_MANIFEST`):
+/// `run` knows its profiles from it instead of looking for them. A private file (mode 0600,
+/// created new) in the temporary directory, removed when dropped.
+#[derive(Debug)]
+pub(crate) struct Manifest {
+    path: PathBuf,
+}
+
+impl Manifest {
+    /// A new, empty manifest; `None` when none can be created (`run` then looks for the
+    /// profiles next to the output).
+    pub(crate) fn create() -> Option<Manifest> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir();
+        (0..100).find_map(|n| {
+            let path = dir.join(format!(".lockmeter-run-{}-{n}.profiles", std::process::id()));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .ok()
+                .map(|_| Manifest { path })
+        })
+    }
+
+    /// Its path, for the collector's environment.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The profiles listed: `output` itself (the first process's) and the others, sorted. A
+    /// line is taken only when it names a file that is `output` or `output.SUFFIX`.
+    pub(crate) fn profiles(&self, output: &Path) -> (Option<PathBuf>, Vec<PathBuf>) {
+        let text = std::fs::read(&self.path).unwrap_or_default();
+        let mut prefix = output.as_os_str().to_owned();
+        prefix.push(".");
+        let prefix = prefix.to_string_lossy().into_owned();
+        let (mut main, mut others) = (None, Vec::new());
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let p = PathBuf::from(std::ffi::OsStr::from_bytes(line));
+            if !p.is_file() {
+                continue;
+            }
+            if p == output {
+                main = Some(p);
+            } else if p.to_string_lossy().starts_with(&prefix) {
+                others.push(p);
+            }
+        }
+        others.sort();
+        others.dedup();
+        (main, others)
+    }
+}
+
+impl Drop for Manifest {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An image: `(pid, ppid, image_seq, start)`, its command line, executable and acquisitions.
+    fn im(path: &str, ids: (u32, u32, u32, u64), cmd: &[&str], exe: &str, acq: u64) -> Image {
+        let (pid, ppid, seq, start) = ids;
+        Image {
+            path: PathBuf::from(path),
+            pid,
+            ppid,
+            image_seq: seq,
+            start_unix_ns: start,
+            exe: exe.to_owned(),
+            cmdline: cmd.iter().map(|s| (*s).to_owned()).collect(),
+            acquisitions: acq,
+            wait_ns: 0,
+        }
+    }
+
+    /// A pyenv shim: bash runs the shim, which execs `pyenv exec` (bash), which execs
+    /// python3 in the same process.
+    #[test]
+    fn a_pyenv_shim_leads_with_python_and_says_so() {
+        let t = Tree {
+            images: vec![
+                im(
+                    "p.lmp",
+                    (10, 1, 0, 1),
+                    &["bash", "/root/.pyenv/shims/python3", "s.py"],
+                    "/usr/bin/bash",
+                    0,
+                ),
+                im(
+                    "p.lmp.10.1",
+                    (10, 1, 1, 2),
+                    &["bash", "/root/.pyenv/libexec/pyenv", "exec", "python3", "s.py"],
+                    "/usr/bin/bash",
+                    0,
+                ),
+                im("p.lmp.11", (11, 10, 0, 3), &["head", "-n1"], "/usr/bin/head", 0),
+                im(
+                    "p.lmp.10.2",
+                    (10, 1, 2, 4),
+                    &["/root/.pyenv/versions/3.12.1/bin/python3", "s.py"],
+                    "/root/.pyenv/versions/3.12.1/bin/python3.12",
+                    80_001,
+                ),
+            ],
+        };
+        let lead = t.lead().unwrap();
+        assert_eq!(lead.path, PathBuf::from("p.lmp.10.2"));
+        assert_eq!(t.chain(lead).len(), 3);
+        assert_eq!(t.describe(lead), "python3 s.py (via pyenv shim)");
+        let line = t.lead_line().unwrap();
+        assert!(line.contains("4 process images"), "{line}");
+        assert!(line.ends_with("pid 10: python3 s.py (via pyenv shim)"), "{line}");
+        let table = t.table(10).unwrap();
+        assert!(table.contains("1 of them took locks"), "{table}");
+        assert!(table.contains("10 *"), "{table}");
+        assert!(table.contains("3 image(s) took no lock"), "{table}");
+    }
+
+    /// A shell wrapper that runs the program as a child through env.
+    #[test]
+    fn a_wrapper_names_each_launcher_once() {
+        let t = Tree {
+            images: vec![
+                im("p.lmp", (20, 1, 0, 1), &["/bin/sh", "./wrap.sh", "4"], "/usr/bin/dash", 0),
+                im("p.lmp.21", (21, 20, 0, 2), &["env", "A=1", "./hammer", "4"], "/usr/bin/env", 0),
+                im("p.lmp.21.1", (21, 20, 1, 3), &["./hammer", "4"], "/tmp/x/hammer", 400),
+                im("p.lmp.22", (22, 20, 0, 5), &["./hammer", "1"], "/tmp/x/hammer", 100),
+            ],
+        };
+        let lead = t.lead().unwrap();
+        assert_eq!(lead.pid, 21);
+        assert_eq!(t.describe(lead), "hammer 4 (via shell script wrap.sh → env)");
+        let table = t.table(1).unwrap();
+        assert!(table.contains("... and 1 more that took locks"), "{table}");
+    }
+
+    #[test]
+    fn a_lone_process_is_its_own_answer() {
+        let t = Tree { images: vec![im("p.lmp", (5, 1, 0, 1), &["./a"], "/x/a", 0)] };
+        assert_eq!(t.lead().unwrap().pid, 5);
+        assert_eq!(t.describe(t.lead().unwrap()), "a");
+        assert!(t.lead_line().is_none() && t.table(10).is_none());
+    }
+}
