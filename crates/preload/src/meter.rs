@@ -63,8 +63,13 @@ fn lookup(
         }
     }
     let reg = crate::state::registry()?;
+    // The constructor's calibration lock is left out of the profile, its losses too (a cap
+    // below the collector's fixed tables refuses every record).
+    let calibrating = || crate::state::CALIBRATING.load(Relaxed);
     let Some((idx, slot)) = reg.lookup(addr as u64, kind) else {
-        cx.shard.dropped_registry.add(1);
+        if !calibrating() {
+            cx.shard.dropped_registry.add(1);
+        }
         return None;
     };
     let gen_ = slot.generation();
@@ -72,9 +77,11 @@ fn lookup(
         first_use(cx, slot, key(idx, gen_, kind, mode), site);
     }
     let Some(entry) = cx.shard.table.get(key(idx, gen_, kind, mode), site as u64) else {
-        cx.shard.dropped.add(1);
-        // A lock identity is (address, generation): count identities, not addresses.
-        reg.note_unrecorded(addr as u64 ^ (gen_ as u64).rotate_right(17));
+        if !calibrating() {
+            cx.shard.dropped.add(1);
+            // A lock identity is (address, generation): count identities, not addresses.
+            reg.note_unrecorded(addr as u64 ^ (gen_ as u64).rotate_right(17));
+        }
         return None;
     };
     if let Some(c) = p.cache.get_mut(ci) {

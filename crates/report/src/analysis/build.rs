@@ -121,11 +121,9 @@ impl<'p, 's> Builder<'p, 's> {
             let first_use = stacks[i].take();
             let (name, name_source) = if let Some((n, src)) = given[i].take() {
                 (Some(n), src)
-            } else if let Some(n) =
-                first_use.as_deref().and_then(|f| {
-                    first_use_name(l, Storage::of(&self.profile.maps, l.address), f, depths[i])
-                })
-            {
+            } else if let Some(n) = first_use.as_deref().and_then(|f| {
+                first_use_name(l, Storage::of(&self.profile.maps, l.address), f, depths[i])
+            }) {
                 (Some(n), NameSource::FirstUse)
             } else {
                 (None, NameSource::Address)
