@@ -1,0 +1,221 @@
+//! Long-running programs: run-time control (`lockmeter ctl PID snapshot | pause | resume |
+//! reset`), `run --delay` and `run --duration`.
+//!
+//! Program: `phases.c`, driven line by line through its stdin and stdout: it prints its pid, and
+//! after each phase what it did (exact acquisitions per named lock), so every check compares a
+//! snapshot or the final profile with the program's own counts.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// A `phases` program running under `lockmeter run`, driven by the test.
+struct Phased {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: BufReader<ChildStdout>,
+    pid: u32,
+    profile: PathBuf,
+}
+
+impl Phased {
+    fn start(s: &Scratch, opts: &[&str]) -> Phased {
+        let include = workspace().join("include");
+        let exe = s.compile_with("phases", "phases", &["-I", include.to_str().unwrap()]);
+        let profile = s.path("final.lmp");
+        let mut cmd = lockmeter_cmd(&s.dir);
+        cmd.args(["run", "-q", "-o", profile.to_str().unwrap()]).args(opts).arg("--").arg(&exe);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("cannot start lockmeter run");
+        let stdin = child.stdin.take();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let pid = line
+            .trim()
+            .strip_prefix("pid ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("phases did not print its pid: {line:?}"));
+        Phased { child, stdin, out, pid, profile }
+    }
+
+    /// Runs the next phase; returns what the program says it did.
+    fn phase(&mut self) -> String {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        assert!(line.starts_with("phase "), "unexpected output of phases: {line:?}");
+        line.trim().to_string()
+    }
+
+    /// Ends the program and returns its final profile.
+    fn finish(mut self) -> Profile {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        let ran = Ran {
+            what: "lockmeter run phases".into(),
+            status,
+            stdout: String::new(),
+            stderr: String::new(),
+            elapsed: Default::default(),
+        };
+        ran.expect_code(0);
+        Profile::load(&self.profile, &ran)
+    }
+}
+
+impl Drop for Phased {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.child.kill();
+        }
+    }
+}
+
+/// `lockmeter ctl PID ARGS`.
+fn ctl(dir: &Path, pid: u32, args: &[&str]) -> Ran {
+    let pid = pid.to_string();
+    let mut all = vec!["ctl", pid.as_str()];
+    all.extend_from_slice(args);
+    lockmeter(dir, &all)
+}
+
+/// `lockmeter ctl PID snapshot -o NAME`, read back.
+fn snapshot(s: &Scratch, pid: u32, name: &str) -> Profile {
+    let path = s.path(name);
+    let ran = ctl(&s.dir, pid, &["snapshot", "-o", path.to_str().unwrap()]);
+    ran.expect_code(0);
+    let p = Profile::load(&path, &ran);
+    p.expect_end("snapshot", None);
+    p.check_consistency();
+    p
+}
+
+/// The numbers after `name` in a line of the program: "phase 2 live.a 300" -> 300.
+fn count(line: &str, name: &str) -> u64 {
+    let mut w = line.split_whitespace();
+    while let Some(x) = w.next() {
+        if x == name {
+            return w.next().and_then(|n| n.parse().ok()).unwrap();
+        }
+    }
+    panic!("{name} not in {line:?}")
+}
+
+#[test]
+fn snapshot_pause_resume_reset_are_exact() {
+    let s = Scratch::new("ctl");
+    let mut p = Phased::start(&s, &[]);
+
+    // Phase 1, then a snapshot: exactly the program's count, and the program keeps running.
+    let l1 = p.phase();
+    let s1 = snapshot(&s, p.pid, "s1.lmp");
+    s1.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    s1.eq("s1: totals.acquisitions", s1.totals("acquisitions"), count(&l1, "live.a"));
+
+    // Phase 2 paused: adds nothing.
+    let st = ctl(&s.dir, p.pid, &["pause"]);
+    st.expect_code(0);
+    let status = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "paused", "{status}");
+    let l2 = p.phase();
+    assert!(count(&l2, "live.b") > 0);
+    let s2 = snapshot(&s, p.pid, "s2.lmp");
+    s2.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    s2.eq("s2: live.b while paused", s2.acq("live.b"), 0);
+    s2.eq("s2: totals.acquisitions", s2.totals("acquisitions"), count(&l1, "live.a"));
+
+    // Resume and reset: phase 3 starts from zero; repeated snapshots agree.
+    ctl(&s.dir, p.pid, &["resume"]).expect_code(0);
+    let status = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "metering", "{status}");
+    ctl(&s.dir, p.pid, &["reset"]).expect_code(0);
+    let s3a = snapshot(&s, p.pid, "s3a.lmp");
+    s3a.eq("right after the reset: totals.acquisitions", s3a.totals("acquisitions"), 0);
+    let l3 = p.phase();
+    let s3 = snapshot(&s, p.pid, "s3.lmp");
+    s3.expect_lock("live.a", "mutex", count(&l3, "live.a"));
+    s3.eq("s3: totals.acquisitions", s3.totals("acquisitions"), count(&l3, "live.a"));
+
+    // Phase 4, contended, and the final profile: everything since the reset, exactly.
+    let l4 = p.phase();
+    let f = p.finish();
+    f.expect_end("exit", None);
+    f.check_consistency();
+    f.expect_lock("live.a", "mutex", count(&l3, "live.a"));
+    let c = f.expect_lock("live.c", "mutex", count(&l4, "live.c"));
+    f.eq("live.c contended", u(c, "contended"), count(&l4, "contended"));
+    f.eq("live.b (only taken while paused)", f.acq("live.b"), 0);
+    f.eq(
+        "final totals.acquisitions",
+        f.totals("acquisitions"),
+        count(&l3, "live.a") + count(&l4, "live.c"),
+    );
+    // The socket is gone with the process.
+    let gone = ctl(&s.dir, p_pid_of(&f), &["status"]);
+    assert_ne!(gone.status.code(), Some(0), "{gone}");
+}
+
+fn p_pid_of(p: &Profile) -> u32 {
+    u(p.header(), "pid") as u32
+}
+
+#[test]
+fn delay_starts_paused_until_resumed() {
+    let s = Scratch::new("delay");
+    let mut p = Phased::start(&s, &["--delay", "1h"]);
+    let status = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "paused", "{status}");
+    let _l1 = p.phase();
+    ctl(&s.dir, p.pid, &["resume"]).expect_code(0);
+    let l2 = p.phase();
+    let f = p.finish();
+    f.check_consistency();
+    f.expect_lock("live.a", "mutex", count(&l2, "live.a"));
+    f.expect_lock("live.b", "mutex", count(&l2, "live.b"));
+    f.eq("totals", f.totals("acquisitions"), count(&l2, "live.a") + count(&l2, "live.b"));
+}
+
+#[test]
+fn duration_stops_metering_and_the_program_runs_on() {
+    let s = Scratch::new("duration");
+    let mut p = Phased::start(&s, &["--duration", "1ms"]);
+    // Wait (without a time condition on the result) until the collector has paused itself.
+    let mut paused = false;
+    for _ in 0..200 {
+        let st = ctl(&s.dir, p.pid, &["status"]);
+        if st.expect_code(0).stdout.trim() == "paused" {
+            paused = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(paused, "--duration 1ms never paused metering");
+    let l1 = p.phase();
+    let l2 = p.phase();
+    assert!(count(&l1, "live.a") > 0 && count(&l2, "live.b") > 0);
+    let f = p.finish();
+    f.eq("acquisitions after --duration", f.totals("acquisitions"), 0);
+}
+
+#[test]
+fn ctl_on_a_process_that_is_not_metered_says_so() {
+    let s = Scratch::new("notmetered");
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let ran = ctl(&s.dir, sleeper.id(), &["snapshot"]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert_eq!(ran.stderr.lines().count(), 1, "{ran}");
+    assert!(ran.stderr.contains("is not metered by lockmeter"), "{ran}");
+    assert!(s.files_with_prefix("lockmeter-").is_empty(), "a file was written: {ran}");
+
+    let ran = ctl(&s.dir, 999_999_999, &["pause"]);
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert!(ran.stderr.contains("there is no process 999999999"), "{ran}");
+}
