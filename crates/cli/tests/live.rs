@@ -1,5 +1,6 @@
 //! Long-running programs: run-time control (`lockmeter ctl PID snapshot | pause | resume |
-//! reset`), `run --delay` and `run --duration`.
+//! reset`), `run --delay`, `run --duration`, and the time series of `run --interval` (the
+//! profile's `timeline`, `lockmeter plot --kind timeline`).
 //!
 //! Program: `phases.c`, driven line by line through its stdin and stdout: it prints its pid, and
 //! after each phase what it did (exact acquisitions per named lock), so every check compares a
@@ -148,13 +149,14 @@ fn snapshot_pause_resume_reset_are_exact() {
     f.expect_end("exit", None);
     f.check_consistency();
     f.expect_lock("live.a", "mutex", count(&l3, "live.a"));
-    let c = f.expect_lock("live.c", "mutex", count(&l4, "live.c"));
-    f.eq("live.c contended", u(c, "contended"), count(&l4, "contended"));
+    f.expect_lock("live.c", "mutex", count(&l4, "live.c"));
+    let d = f.expect_lock("live.d", "mutex", count(&l4, "live.d"));
+    f.eq("live.d contended", u(d, "contended"), count(&l4, "contended"));
     f.eq("live.b (only taken while paused)", f.acq("live.b"), 0);
     f.eq(
         "final totals.acquisitions",
         f.totals("acquisitions"),
-        count(&l3, "live.a") + count(&l4, "live.c"),
+        count(&l3, "live.a") + count(&l4, "live.c") + count(&l4, "live.d"),
     );
     // The socket is gone with the process.
     let gone = ctl(&s.dir, p_pid_of(&f), &["status"]);
@@ -218,4 +220,109 @@ fn ctl_on_a_process_that_is_not_metered_says_so() {
     let ran = ctl(&s.dir, 999_999_999, &["pause"]);
     assert_eq!(ran.status.code(), Some(2), "{ran}");
     assert!(ran.stderr.contains("there is no process 999999999"), "{ran}");
+}
+
+/// The timeline's intervals: in order, not overlapping; returns per lock id the sums
+/// (acquisitions, contended, wait_ns, hold_ns).
+fn timeline_sums(p: &Profile) -> std::collections::HashMap<u64, [u64; 4]> {
+    let tl = p.json["timeline"].as_array().cloned().unwrap_or_default();
+    let mut sums = std::collections::HashMap::new();
+    let mut last_end = 0;
+    for iv in &tl {
+        let (start, end) = (u(iv, "start_ns"), u(iv, "end_ns"));
+        p.check(start >= last_end && end >= start, format!("interval {start}..{end} out of order"));
+        last_end = end;
+        for l in iv["locks"].as_array().into_iter().flatten() {
+            let e = sums.entry(u(l, "id")).or_insert([0u64; 4]);
+            for (i, f) in ["acquisitions", "contended", "wait_ns", "hold_ns"].iter().enumerate() {
+                e[i] += u(l, f);
+            }
+        }
+    }
+    sums
+}
+
+/// Every lock's totals equal the sums of its intervals, exactly.
+fn check_timeline_adds_up(p: &Profile) {
+    let sums = timeline_sums(p);
+    for l in p.locks() {
+        let want =
+            [u(l, "acquisitions"), u(l, "contended"), u(l, "wait_ns_total"), u(l, "hold_ns_total")];
+        let got = sums.get(&u(l, "id")).copied().unwrap_or_default();
+        p.eq(format!("lock {}: timeline sums vs totals", u(l, "id")), got, want);
+    }
+    let all: u64 = sums.values().map(|v| v[0]).sum();
+    p.eq("timeline acquisitions vs totals", all, p.totals("acquisitions"));
+}
+
+fn intervals(p: &Profile) -> usize {
+    p.json["timeline"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn interval_timeline_adds_up_exactly_and_plots() {
+    let s = Scratch::new("interval");
+    let mut p = Phased::start(&s, &["--interval", "10ms"]);
+    let l1 = p.phase();
+    // Wait until the collector has closed at least two intervals (a snapshot shows them).
+    let mut n = 0;
+    for i in 0..400 {
+        let snap = snapshot(&s, p.pid, &format!("wait{i}.lmp"));
+        check_timeline_adds_up(&snap);
+        n = intervals(&snap);
+        if n >= 3 {
+            snap.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(n >= 3, "the time series never had 3 intervals");
+    let _l2 = p.phase();
+    // A reset restarts the time series with the counts.
+    ctl(&s.dir, p.pid, &["reset"]).expect_code(0);
+    let l3 = p.phase();
+    let l4 = p.phase();
+    let snap = snapshot(&s, p.pid, "after.lmp");
+    check_timeline_adds_up(&snap);
+    let want = count(&l3, "live.a") + count(&l4, "live.c") + count(&l4, "live.d");
+    snap.eq(
+        "timeline after the reset",
+        timeline_sums(&snap).values().map(|v| v[0]).sum::<u64>(),
+        want,
+    );
+    let f = p.finish();
+    f.check_consistency();
+    check_timeline_adds_up(&f);
+    f.expect_lock("live.c", "mutex", count(&l4, "live.c"));
+    let d = f.expect_lock("live.d", "mutex", count(&l4, "live.d"));
+    f.eq("live.d contended", u(d, "contended"), count(&l4, "contended"));
+    f.check(u(d, "wait_ns_total") > 0, "live.d waited");
+    f.eq("totals", f.totals("acquisitions"), want);
+
+    // The figure: an SVG with the lock's name in its legend.
+    let svg = s.path("timeline.svg");
+    let ran = lockmeter(
+        &s.dir,
+        &["plot", f.path.to_str().unwrap(), "--kind", "timeline", "-o", svg.to_str().unwrap()],
+    );
+    ran.expect_code(0);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("Wait per second over time") && text.contains("live.d"), "{ran}");
+}
+
+#[test]
+fn plot_timeline_without_interval_says_what_to_do() {
+    let s = Scratch::new("nointerval");
+    let mut p = Phased::start(&s, &[]);
+    p.phase();
+    let f = p.finish();
+    assert_eq!(intervals(&f), 0);
+    let svg = s.path("t.svg");
+    let ran = lockmeter(
+        &s.dir,
+        &["plot", f.path.to_str().unwrap(), "--kind", "timeline", "-o", svg.to_str().unwrap()],
+    );
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert!(ran.stderr.contains("run --interval"), "{ran}");
+    assert!(!svg.exists());
 }

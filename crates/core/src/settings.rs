@@ -354,6 +354,15 @@ setting!(
     "unlimited",
     "Stop metering this long after it started (after --delay); the program keeps running and the profile, written at its exit, holds what was measured."
 );
+setting!(
+    INTERVAL,
+    "LOCKMETER_INTERVAL",
+    Cli::Flag("--interval"),
+    Value::Duration,
+    "DUR",
+    "off",
+    "Keep a time series: per interval of DUR and per lock, acquisitions, contended, wait and hold (the profile's timeline; at most 512 intervals, neighbours merge when full)."
+);
 
 /// Every setting, in the order `--help` and the README show them.
 pub const SETTINGS: &[Setting] = &[
@@ -374,6 +383,7 @@ pub const SETTINGS: &[Setting] = &[
     CONTROL,
     DELAY,
     DURATION,
+    INTERVAL,
 ];
 
 /// The settings as the README's Markdown table (`run` option, variable, meaning, default).

@@ -1,5 +1,5 @@
-//! The control thread: run-time control of a metered process (`lockmeter ctl PID ...`, `top`)
-//! and the timers of `--delay` and `--duration`.
+//! The control thread: run-time control of a metered process (`lockmeter ctl PID ...`, `top`),
+//! the timers of `--delay` and `--duration`, and the samples of the time series (`--interval`).
 //!
 //! The channel is a unix socket, `/tmp/lockmeter-UID/PID.sock`, in a directory that must be
 //! ours and mode 0700 (else no socket, said once on stderr); every connection is checked again
@@ -26,6 +26,8 @@ static DELAY_END_NS: AtomicU64 = AtomicU64::new(0);
 /// The `--duration` in ns (u64::MAX: unlimited), and when it ends once metering started.
 static DURATION_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 static DURATION_END_NS: AtomicU64 = AtomicU64::new(0);
+/// Monotonic ns of the next sample of the time series (0: none).
+static NEXT_SAMPLE_NS: AtomicU64 = AtomicU64::new(0);
 /// Whether the thread runs (in this process).
 static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Whether a socket is wanted (`LOCKMETER_CONTROL`, default on).
@@ -39,6 +41,7 @@ const IO_TIMEOUT_S: i64 = 5;
 pub(crate) fn configure(want_socket: bool, delay_ms: u64, duration_ms: Option<u64>) -> bool {
     WANT_SOCKET.store(want_socket, Relaxed);
     let now = clock::monotonic_ns();
+    arm_sampling(now);
     if let Some(d) = duration_ms {
         DURATION_NS.store(d.saturating_mul(1_000_000), Relaxed);
     }
@@ -49,6 +52,11 @@ pub(crate) fn configure(want_socket: bool, delay_ms: u64, duration_ms: Option<u6
         arm_duration(now);
         false
     }
+}
+
+fn arm_sampling(now: u64) {
+    let p = crate::timeline::PERIOD_NS.load(Relaxed);
+    NEXT_SAMPLE_NS.store(if p == 0 { 0 } else { now.saturating_add(p) }, Relaxed);
 }
 
 fn arm_duration(now: u64) {
@@ -63,6 +71,7 @@ fn needed() -> bool {
     WANT_SOCKET.load(Relaxed)
         || DELAY_END_NS.load(Relaxed) != 0
         || DURATION_END_NS.load(Relaxed) != 0
+        || NEXT_SAMPLE_NS.load(Relaxed) != 0
 }
 
 /// Binds the socket and starts the thread (constructor, or a fork child's only thread).
@@ -100,6 +109,7 @@ pub(crate) fn start() {
 pub(crate) fn after_fork() {
     live::forget_sock_path();
     close_listen();
+    arm_sampling(clock::monotonic_ns());
     RUNNING.store(false, Relaxed);
     start();
 }
@@ -186,10 +196,22 @@ extern "C" fn thread_main(_: *mut c_void) -> *mut c_void {
             DURATION_END_NS.store(0, Relaxed);
             live::pause();
         }
-        let next = [DELAY_END_NS.load(Relaxed), DURATION_END_NS.load(Relaxed)]
-            .into_iter()
-            .filter(|&t| t != 0)
-            .min();
+        let sample = NEXT_SAMPLE_NS.load(Relaxed);
+        if sample != 0 && now >= sample {
+            dump::sample();
+            // The period doubles when the time series merges its intervals.
+            let p = crate::timeline::PERIOD_NS.load(Relaxed).max(1);
+            let next = sample.saturating_add(p);
+            NEXT_SAMPLE_NS.store(if next > now { next } else { now.saturating_add(p) }, Relaxed);
+        }
+        let next = [
+            DELAY_END_NS.load(Relaxed),
+            DURATION_END_NS.load(Relaxed),
+            NEXT_SAMPLE_NS.load(Relaxed),
+        ]
+        .into_iter()
+        .filter(|&t| t != 0)
+        .min();
         let fd = LISTEN_FD.load(Relaxed);
         if fd < 0 && next.is_none() {
             RUNNING.store(false, Relaxed);

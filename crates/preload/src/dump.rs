@@ -227,14 +227,26 @@ fn take_baseline() -> Result<(), &'static [u8]> {
         merged.free();
         return Err(NOMEM);
     }
+    // The time series restarts too, from the same reading of the records.
+    let calib = CALIB_KEY.load(Relaxed);
+    // SAFETY: as above.
+    unsafe { crate::timeline::begin_sums() };
     for row in rows() {
         let owner = row_owner(&row);
         for (k1, site, live) in row.table.iter() {
+            let st = live.snapshot();
             // SAFETY: as above.
-            unsafe { crate::live::put(owner, k1, site, &live.snapshot()) };
+            unsafe { crate::live::put(owner, k1, site, &st) };
+            if let Some((pair, ..)) = record_key(k1, calib) {
+                // SAFETY: as above.
+                unsafe { crate::timeline::add(pair, &st) };
+            }
         }
     }
     merged.free();
+    let now = clock::monotonic_ns().saturating_sub(START_MONO_NS.load(Relaxed));
+    // SAFETY: we hold the writer's lock (DUMP_LIVE).
+    unsafe { crate::timeline::reset(now) };
     for sh in state::shards() {
         for (cpu, c) in sh.cpus.iter().enumerate() {
             let a = c.acquisitions.get();
@@ -245,6 +257,48 @@ fn take_baseline() -> Result<(), &'static [u8]> {
         }
     }
     Ok(())
+}
+
+/// A record key's lock identity `(slot << 32 | generation)`, slot, generation, kind and mode;
+/// `None` for the calibration lock (`calib`) and keys that do not decode.
+fn record_key(k1: u64, calib: u64) -> Option<(u64, u32, u32, LockKind, Mode)> {
+    let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
+    let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+    if pair == calib {
+        return None;
+    }
+    Some((pair, slot_idx, gen_, LockKind::from_u8(kind)?, Mode::from_u8(mode)?))
+}
+
+/// Sums every record per lock for the time series (the caller holds the writer's lock).
+fn sum_records() {
+    let calib = CALIB_KEY.load(Relaxed);
+    let merged = Merged::of_exited();
+    // SAFETY: the caller holds the writer's lock.
+    unsafe { crate::timeline::begin_sums() };
+    for row in rows(&merged) {
+        for (k1, _, live) in row.table.iter() {
+            if let Some((pair, ..)) = record_key(k1, calib) {
+                // SAFETY: as above.
+                unsafe { crate::timeline::add(pair, &live.snapshot()) };
+            }
+        }
+    }
+    merged.free();
+}
+
+/// Closes an interval of the time series (the control thread, once per period). False when
+/// the final profile is being written.
+pub(crate) fn sample() -> bool {
+    if !begin_live() {
+        return false;
+    }
+    sum_records();
+    let now = clock::monotonic_ns().saturating_sub(START_MONO_NS.load(Relaxed));
+    // SAFETY: we hold the writer's lock (DUMP_LIVE).
+    unsafe { crate::timeline::close_interval(now) };
+    end_live();
+    true
 }
 
 /// The owner id a row's baseline is keyed by: the shard's current owner (a new thread that takes
@@ -496,18 +550,18 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     // Threads written so far (a thread is listed with its first record or event).
     let listed_threads = IdMap::new(rows().count());
     let calib = CALIB_KEY.load(Relaxed);
+    // SAFETY: the caller holds the writer's lock (DUMP).
+    unsafe { crate::timeline::begin_sums() };
     for sh in rows() {
         let owner = row_owner(&sh);
         for (k1, site, live) in sh.table.iter() {
-            let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
-            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
-            if pair == calib {
-                continue;
-            }
-            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+            let Some((pair, slot_idx, gen_, kind, mode)) = record_key(k1, calib) else {
                 continue;
             };
             let mut st = live.snapshot();
+            // The time series sums the raw figures (a reset's are in its base too).
+            // SAFETY: the caller holds the writer's lock (DUMP).
+            unsafe { crate::timeline::add(pair, &st) };
             // SAFETY: the caller holds the writer's lock (DUMP).
             let since_reset = unsafe { crate::live::subtract(owner, k1, site, &mut st) };
             if since_reset && crate::live::is_zero(&st) {
@@ -577,6 +631,13 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         if failed {
             return None;
         }
+    }
+    // SAFETY: the caller holds the writer's lock (DUMP).
+    let lost = unsafe { crate::timeline::write(enc, duration, |pair| ids.find(pair)) }?;
+    if lost > 0 {
+        b.scratch.clear().push(b"the time series (--interval) lost ").push_u64(lost);
+        b.scratch.push(b" lock rows that did not fit its tables: its sums fall short");
+        enc.note(b.scratch.bytes()).ok()?;
     }
     stack_ids.free();
     ids.free();
@@ -1062,7 +1123,10 @@ pub(crate) fn exec_failed(written: bool) {
 pub(crate) fn reset_for_child() {
     DUMP.store(DUMP_IDLE, Relaxed);
     // SAFETY: the fork child's only thread.
-    unsafe { crate::live::clear() };
+    unsafe {
+        crate::live::clear();
+        crate::timeline::reset_for_child(0);
+    }
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Relaxed);
     IS_ROOT.store(false, Relaxed);

@@ -105,9 +105,13 @@ fn init_inner() {
     }
     STATE.store(state::READY, Release);
 
-    // Run-time control: the socket of `lockmeter ctl`, `--delay` and `--duration`.
+    // Run-time control: the socket of `lockmeter ctl`, `--delay`, `--duration`, `--interval`.
     let want_socket = getenv(settings::CONTROL.env_c).is_none_or(|v| v != b"0");
     let ms = |s: &settings::Setting| getenv(s.env_c).and_then(settings::parse_duration_ms);
+    let interval_ms = ms(&settings::INTERVAL).unwrap_or(0);
+    if interval_ms > 0 && !crate::timeline::init(interval_ms * 1_000_000, locks) {
+        sys::write_stderr(b"lockmeter: cannot map the time series' tables; --interval is off\n");
+    }
     if crate::control::configure(
         want_socket,
         ms(&settings::DELAY).unwrap_or(0),

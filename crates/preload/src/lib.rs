@@ -32,4 +32,5 @@ mod names;
 mod real;
 mod state;
 mod sys;
+mod timeline;
 mod unwind;

@@ -374,6 +374,9 @@ pub struct Analysis {
     /// Caveats, one sentence each: what the collector could not see (the profile's notes), then
     /// about the analysis itself (e.g. files changed since the run).
     pub notes: Vec<String>,
+    /// The time series of `run --interval` (the profile's), with only the locks that pass the
+    /// filter; lock ids as in [`LockAgg::id`].
+    pub timeline: Vec<lockmeter_format::Interval>,
 }
 
 /// Symbolizes addresses once each.
@@ -703,6 +706,15 @@ impl Analysis {
         let mut all_pairs: Vec<PairAgg> =
             locks.iter().flat_map(|l| l.pairs.iter().cloned()).collect();
         all_pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
+        let kept: HashSet<u32> = locks.iter().map(|l| l.id).collect();
+        let timeline = profile
+            .timeline
+            .iter()
+            .map(|iv| lockmeter_format::Interval {
+                locks: iv.locks.iter().filter(|l| kept.contains(&l.lock)).cloned().collect(),
+                ..iv.clone()
+            })
+            .collect();
         let mut cpus = profile.cpus.clone();
         cpus.sort_by_key(|c| c.cpu);
         let totals = Totals {
@@ -723,6 +735,7 @@ impl Analysis {
             filter: filter.clone(),
             unfiltered_locks,
             notes: profile.notes.iter().cloned().chain(res.sym.notes()).collect(),
+            timeline,
         }
     }
 

@@ -1,12 +1,13 @@
 /* A long-running program in phases, driven by the test through its stdin and stdout (live.rs):
  * it prints "pid P", then before each phase waits for one line on stdin ("go"), runs the phase
- * and prints what it did: "phase K LOCK N" (N acquisitions of the mutex named LOCK, one thread),
- * or for a contended phase "phase K LOCK N contended C" (two threads, N acquisitions in all, C of
- * them found the lock held by the other thread: counted with trylock first, the way the
- * collector counts). Ends at EOF on stdin.
+ * and prints what it did: "phase K LOCK N ..." (N acquisitions of the mutex named LOCK). Ends at
+ * EOF on stdin.
  *   phase 1: live.a, 1000        phase 2: live.a, 300 and live.b, 200
- *   phase 3: live.a, 700         phase 4: live.c, 2 x 5000, contended
- * Every later phase repeats phase 4's shape on live.c. */
+ *   phase 3: live.a, 700
+ *   phase 4: live.c, 2 threads x 5000 at once; live.d, 2 acquisitions, 1 contended by
+ *            construction (as in contended.c: a helper holds it across a barrier and 100 ms, main
+ *            asks for it right after the barrier).
+ * Every later phase repeats phase 4. */
 #include "e2e_common.h"
 #include "lockmeter.h"
 #include <unistd.h>
@@ -14,6 +15,8 @@
 static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t b = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t c = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t d = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t bar;
 static volatile unsigned long sink;
 
 static void take(pthread_mutex_t *m, long n) {
@@ -25,21 +28,23 @@ static void take(pthread_mutex_t *m, long n) {
 }
 
 #define PER_THREAD 5000
-static long contended_by[2];
 
 static void *worker(void *arg) {
-    long me = (long)arg;
+    (void)arg;
     for (long i = 0; i < PER_THREAD; i++) {
-        int r = pthread_mutex_trylock(&c);
-        if (r == EBUSY) {
-            contended_by[me]++;
-            OK(pthread_mutex_lock(&c));
-        } else {
-            EXPECT(r, 0);
-        }
+        OK(pthread_mutex_lock(&c));
         for (int k = 0; k < 50; k++) sink++;
         OK(pthread_mutex_unlock(&c));
     }
+    return NULL;
+}
+
+static void *holder(void *arg) {
+    (void)arg;
+    OK(pthread_mutex_lock(&d));
+    pthread_barrier_wait(&bar);
+    usleep(100000);
+    OK(pthread_mutex_unlock(&d));
     return NULL;
 }
 
@@ -52,6 +57,8 @@ int main(void) {
     lockmeter_name(&a, "live.a");
     lockmeter_name(&b, "live.b");
     lockmeter_name(&c, "live.c");
+    lockmeter_name(&d, "live.d");
+    OK(pthread_barrier_init(&bar, NULL, 2));
     printf("pid %d\n", (int)getpid());
     fflush(stdout);
     for (int phase = 1; wait_go(); phase++) {
@@ -70,12 +77,15 @@ int main(void) {
             printf("phase 3 live.a 700\n");
             break;
         default: {
-            pthread_t t[2];
-            contended_by[0] = contended_by[1] = 0;
+            pthread_t t[3];
             for (long i = 0; i < 2; i++) OK(pthread_create(&t[i], NULL, worker, (void *)i));
             for (int i = 0; i < 2; i++) OK(pthread_join(t[i], NULL));
-            printf("phase %d live.c %d contended %ld\n", phase, 2 * PER_THREAD,
-                   contended_by[0] + contended_by[1]);
+            OK(pthread_create(&t[2], NULL, holder, NULL));
+            pthread_barrier_wait(&bar);
+            OK(pthread_mutex_lock(&d));
+            OK(pthread_mutex_unlock(&d));
+            OK(pthread_join(t[2], NULL));
+            printf("phase %d live.c %d live.d 2 contended 1\n", phase, 2 * PER_THREAD);
         }
         }
         fflush(stdout);
