@@ -14,6 +14,7 @@ mod record;
 mod report_cmd;
 mod run;
 mod settings_args;
+mod top;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -33,6 +34,9 @@ enum Command {
     Run(run::RunArgs),
     /// Control a program metered by `run` while it runs: snapshot, pause, resume, reset.
     Ctl(ctl::CtlArgs),
+    /// A live view of a metered program, refreshed every second: top locks by wait, contention,
+    /// wait and hold, a sparkline of wait per second per lock.
+    Top(top::TopArgs),
     /// Record kernel locks and the futex waits of any program (Rust, Go, JVM, static), with eBPF.
     Record(record::RecordArgs),
     /// Print a report of a profile.
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Record(a) => record::record(a),
         Command::Ctl(a) => ctl::ctl(a).map(|_| ExitCode::SUCCESS),
+        Command::Top(a) => top::top(a).map(|_| ExitCode::SUCCESS),
         Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => plot_cmd::plot(a).map(|_| ExitCode::SUCCESS),
         Command::Flamegraph(a) => flame_cmd::flamegraph(a).map(|_| ExitCode::SUCCESS),
