@@ -10,6 +10,7 @@ mod flame_cmd;
 mod hints;
 mod overhead;
 mod plot_cmd;
+mod pprof_dir;
 mod record;
 mod report_cmd;
 mod run;

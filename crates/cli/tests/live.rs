@@ -420,3 +420,53 @@ fn top_on_a_process_that_is_not_metered_says_so() {
     assert_eq!(ran.status.code(), Some(2), "{ran}");
     assert!(ran.stderr.contains("is not metered by lockmeter"), "{ran}");
 }
+
+#[test]
+fn pprof_dir_writes_one_file_per_interval_that_add_up() {
+    use lockmeter_report::export::pprof;
+    let s = Scratch::new("pprofdir");
+    let dir = s.path("pprof");
+    std::fs::create_dir(&dir).unwrap();
+    let mut p = Phased::start(&s, &["--interval", "50ms", "--pprof-dir", dir.to_str().unwrap()]);
+    p.phase();
+    p.phase();
+    p.phase();
+    // At least two intervals' files before the contended phase (a progress condition).
+    for _ in 0..400 {
+        if std::fs::read_dir(&dir).unwrap().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let l4 = p.phase();
+    let f = p.finish();
+    let d = f.lock("live.d");
+    f.eq("live.d contended", u(d, "contended"), count(&l4, "contended"));
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    files.sort();
+    assert!(files.len() >= 3, "{} pprof files in {}", files.len(), dir.display());
+    let (mut contentions, mut delay) = (0i64, 0i64);
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("lockmeter-") && name.ends_with(".pb.gz"), "{name}");
+        let pb = pprof::read(&std::fs::read(path).unwrap()).unwrap();
+        for smp in &pb.sample {
+            contentions += smp.value[0];
+            delay += smp.value[1];
+        }
+    }
+    // Per interval files add up to the final profile: every contended acquisition once.
+    f.eq("contentions over the pprof files", contentions as u64, f.totals("contended"));
+    f.eq("delay over the pprof files", delay as u64, f.totals("wait_ns"));
+}
+
+#[test]
+fn pprof_dir_needs_interval_and_a_directory() {
+    let s = Scratch::new("pprofdirerr");
+    let ran = lockmeter(&s.dir, &["run", "--pprof-dir", "x", "--", "true"]);
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert!(ran.stderr.contains("--interval"), "{ran}");
+    let ran = lockmeter(&s.dir, &["run", "--interval", "1s", "--pprof-dir", "nodir", "--", "true"]);
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert!(ran.stderr.contains("not a directory"), "{ran}");
+}
