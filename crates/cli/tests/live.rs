@@ -310,6 +310,33 @@ fn interval_timeline_adds_up_exactly_and_plots() {
     ran.expect_code(0);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("Wait per second over time") && text.contains("live.d"), "{ran}");
+
+    // The HTML report draws the timeline too (rendered by headless Chromium when installed).
+    let html = s.path("report.html");
+    lockmeter(
+        &s.dir,
+        &["report", f.path.to_str().unwrap(), "--format", "html", "-o", "report.html"],
+    )
+    .expect_code(0);
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let Some(browser) = browser else {
+        eprintln!("SKIPPED the HTML timeline check: no chromium (bash .ci/install.sh installs it)");
+        return;
+    };
+    let dom = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"])
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("cannot run chromium");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let tl = dom
+        .find("id=\"timeline\"")
+        .map(|i| &dom[i..])
+        .unwrap_or_else(|| panic!("no timeline in the rendered page"));
+    assert!(tl.contains("<polyline") && tl.contains("live.d"), "the timeline lacks live.d's line");
 }
 
 #[test]
