@@ -497,3 +497,63 @@ fn pprof_dir_needs_interval_and_a_directory() {
     assert_eq!(ran.status.code(), Some(2), "{ran}");
     assert!(ran.stderr.contains("not a directory"), "{ran}");
 }
+
+/// Whether process `pid` has a thread named `name`.
+fn has_thread(pid: u32, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+}
+
+#[test]
+fn a_program_that_closes_every_descriptor_loses_control_not_its_files() {
+    let s = Scratch::new("closer");
+    let include = workspace().join("include");
+    let exe = s.compile_with("closer", "closer", &["-I", include.to_str().unwrap()]);
+    let out = s.path("closer.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--"]).arg(&exe);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid: u32 = line
+        .trim()
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("closer printed {line:?}"));
+    // Control is gone (the first request may still reach the old socket and get no answer);
+    // the control thread ends instead of serving the program's descriptors.
+    for _ in 0..2 {
+        let ran = ctl(&s.dir, pid, &["status"]);
+        assert_eq!(ran.status.code(), Some(2), "{ran}");
+    }
+    let mut gone = false;
+    for _ in 0..200 {
+        if !has_thread(pid, "lockmeter-ctl") {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(gone, "the control thread still runs");
+    let ran = ctl(&s.dir, pid, &["status"]);
+    assert!(ran.stderr.contains("is not metered by lockmeter"), "{ran}");
+    // Metering goes on, and the profile is written at exit.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"end\n").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let ran = Ran {
+        what: "lockmeter run closer".into(),
+        status: std::process::ExitStatus::default(),
+        stdout: String::new(),
+        stderr: String::new(),
+        elapsed: Default::default(),
+    };
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("closer.lock", "mutex", 10);
+}

@@ -19,8 +19,12 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::*};
 use lockmeter_core::clock;
 
-/// The listening socket (-1: none).
+/// The listening socket (-1: none), and its identity (device, inode): a program that closes
+/// every descriptor (daemons do) may reuse the number for a file or socket of its own, which is
+/// then never touched.
 static LISTEN_FD: AtomicI32 = AtomicI32::new(-1);
+static LISTEN_DEV: AtomicU64 = AtomicU64::new(0);
+static LISTEN_INO: AtomicU64 = AtomicU64::new(0);
 /// Monotonic ns at which metering starts (`--delay`); 0 when not pending.
 static DELAY_END_NS: AtomicU64 = AtomicU64::new(0);
 /// The `--duration` in ns (u64::MAX: unlimited), and when it ends once metering started.
@@ -176,8 +180,25 @@ fn bind_socket() {
             return;
         }
         live::set_sock_path(bytes);
+        let (dev, ino) = identity(fd).unwrap_or((0, 0));
+        LISTEN_DEV.store(dev, Relaxed);
+        LISTEN_INO.store(ino, Relaxed);
         LISTEN_FD.store(fd, Relaxed);
     }
+}
+
+/// The (device, inode) of descriptor `fd`.
+fn identity(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: a zeroed stat is a valid out-buffer.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev as u64, st.st_ino))
+    }
+}
+
+/// Whether `fd` is still our listening socket (the program may have closed it).
+fn still_ours(fd: c_int) -> bool {
+    identity(fd) == Some((LISTEN_DEV.load(Relaxed), LISTEN_INO.load(Relaxed)))
 }
 
 extern "C" fn thread_main(_: *mut c_void) -> *mut c_void {
@@ -225,6 +246,13 @@ extern "C" fn thread_main(_: *mut c_void) -> *mut c_void {
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd (a negative fd is ignored by poll).
         let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if fd >= 0 && r > 0 && (pfd.revents & !libc::POLLIN != 0 || !still_ours(fd)) {
+            // Closed by the program (POLLNVAL), or the number now names something of its own:
+            // control ends here (the descriptor, if any, is the program's: left alone).
+            LISTEN_FD.store(-1, Relaxed);
+            live::unlink_sock();
+            continue;
+        }
         if r > 0 && pfd.revents & libc::POLLIN != 0 {
             // SAFETY: accepting on our listening socket; no address wanted.
             let c = unsafe {
