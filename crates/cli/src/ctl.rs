@@ -1,7 +1,7 @@
 //! `lockmeter ctl PID ...`: run-time control of a program metered by `lockmeter run` (or a plain
 //! `LD_PRELOAD`), through the collector's unix socket `/tmp/lockmeter-UID/PID.sock`.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
@@ -67,11 +67,14 @@ pub(crate) fn connect(pid: u32) -> Result<UnixStream> {
 /// bytes that follow it. An `error:` answer is an error.
 pub(crate) fn request(pid: u32, request: &str) -> Result<(String, Vec<u8>)> {
     let mut s = connect(pid)?;
-    s.write_all(format!("{request}\n").as_bytes())
-        .with_context(|| format!("cannot send the request to process {pid}"))?;
+    // Socket errors are said in words, not passed on as I/O errors: a broken pipe here is the
+    // process closing its socket (main treats a broken pipe as a closed standard output).
+    s.write_all(format!("{request}\n").as_bytes()).map_err(|e| {
+        anyhow!("process {pid} closed its control socket ({e}); it may be exiting, or closed it")
+    })?;
     let mut all = Vec::new();
-    s.read_to_end(&mut all).with_context(|| {
-        format!("process {pid} did not answer in time; try again (is it stopped?)")
+    s.read_to_end(&mut all).map_err(|e| {
+        anyhow!("process {pid} did not answer ({e}); try again (is it stopped or exiting?)")
     })?;
     let nl = all.iter().position(|&c| c == b'\n').ok_or_else(|| {
         anyhow!("process {pid} closed the connection without an answer (it may be exiting)")
