@@ -242,6 +242,12 @@ pub(crate) fn top(a: TopArgs) -> Result<()> {
     if !(a.refresh > 0.0 && a.refresh <= 3600.0) {
         bail!("--refresh takes seconds from 0 (exclusive) to 3600, e.g. --refresh 0.5");
     }
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "lockmeter top needs a terminal; in scripts, take snapshots with lockmeter ctl PID snapshot"
+        );
+    }
     let (mut child, pid) = match (a.pid, a.command.is_empty()) {
         (Some(_), false) => bail!("give either a PID or -- CMD, not both"),
         (Some(pid), true) => {
@@ -268,7 +274,18 @@ pub(crate) fn top(a: TopArgs) -> Result<()> {
         sym: None,
     };
     let period = Duration::from_secs_f64(a.refresh);
-    let mut terminal = ratatui::init();
+    let mut terminal = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            ratatui::restore();
+            if let Some((mut c, _)) = child {
+                // SAFETY: kill has no memory preconditions; the pid is our own child's.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                let _ = c.wait();
+            }
+            bail!("cannot use the terminal ({e}); lockmeter top needs one");
+        }
+    };
     let result = (|| -> Result<()> {
         let mut last = Instant::now() - period;
         loop {

@@ -441,11 +441,33 @@ fn top_shows_the_hot_lock_in_80x24_refreshes_sorts_filters_and_quits() {
 fn top_on_a_process_that_is_not_metered_says_so() {
     let s = Scratch::new("topnot");
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-    let ran = lockmeter(&s.dir, &["top", &sleeper.id().to_string()]);
+    let pid = sleeper.id().to_string();
+    // Without a terminal: one line saying it needs one.
+    let ran = lockmeter(&s.dir, &["top", &pid]);
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert!(ran.stderr.contains("lockmeter top needs a terminal"), "{ran}");
+    assert_eq!(ran.stderr.lines().count(), 1, "{ran}");
+    // In a terminal (a tmux pane): one line saying the process is not metered.
+    let t = format!("lockmeter-topnot-{}", std::process::id());
+    let sh = format!(
+        "LOCKMETER_PRELOAD={lib} {bin} top {pid}; echo TOP-EXIT=$?; sleep 60",
+        lib = preload().display(),
+        bin = lockmeter_bin().display(),
+    );
+    let st = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &t, "-x", "80", "-y", "24", &sh])
+        .env_remove("LD_PRELOAD")
+        .status()
+        .expect("tmux is needed for this test (.ci/install.sh installs it)");
+    assert!(st.success());
+    let screen = wait_for(&t, "TOP-EXIT", |sc| sc.contains("TOP-EXIT="));
+    let _ = Command::new("tmux").args(["kill-session", "-t", &t]).status();
     let _ = sleeper.kill();
     let _ = sleeper.wait();
-    assert_eq!(ran.status.code(), Some(2), "{ran}");
-    assert!(ran.stderr.contains("is not metered by lockmeter"), "{ran}");
+    assert!(
+        screen.contains("TOP-EXIT=2") && screen.contains("is not metered by lockmeter"),
+        "{screen}"
+    );
 }
 
 #[test]
