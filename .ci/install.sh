@@ -16,6 +16,8 @@ command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 # Headless Chromium renders the HTML report in its end-to-end test.
 $only_build || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# tmux runs `lockmeter top` in an 80x24 pane in its end-to-end test (live.rs).
+$only_build || command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 # The eBPF collector (`lockmeter record`): clang compiles the BPF programs, bpftool dumps the
 # kernel's BTF into vmlinux.h, libbpf-sys builds libbpf against libelf and zlib.
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
@@ -32,7 +34,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         echo "install: apt-get install ${need_apt[*]}"
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
     else
-        echo "install: please install ${need_apt[*]} (a C compiler for the end-to-end tests, a font for PNG plots, chromium for the HTML report test, clang/bpftool/libelf/zlib for eBPF)" >&2
+        echo "install: please install ${need_apt[*]} (a C compiler for the end-to-end tests, a font for PNG plots, chromium for the HTML report test, tmux for the top test, clang/bpftool/libelf/zlib for eBPF)" >&2
         exit 1
     fi
 fi

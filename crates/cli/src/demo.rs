@@ -162,6 +162,7 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
         collector: crate::settings_args::CollectorArgs::default(),
         top: 10,
         kernel: false,
+        pprof_dir: None,
         command: command.clone(),
     };
     let ran = crate::run::run_metered(&command, &output, &args)?;

@@ -2,6 +2,7 @@
 //! `lockmeter-preload` (the collector), `lockmeter-format` (profiles), `lockmeter-report`
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
+mod ctl;
 mod demo;
 mod diff_cmd;
 mod embedded;
@@ -10,10 +11,12 @@ mod flame_cmd;
 mod hints;
 mod overhead;
 mod plot_cmd;
+mod pprof_dir;
 mod record;
 mod report_cmd;
 mod run;
 mod settings_args;
+mod top;
 mod tree;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +35,11 @@ enum Command {
     /// Run a program and meter every pthread lock it takes; at exit, print the locks it waited on
     /// most, who waited on whom, and what to run next.
     Run(run::RunArgs),
+    /// Control a program metered by `run` while it runs: snapshot, pause, resume, reset.
+    Ctl(ctl::CtlArgs),
+    /// A live view of a metered program, refreshed every second: top locks by wait, contention,
+    /// wait and hold, a sparkline of wait per second per lock.
+    Top(top::TopArgs),
     /// Record kernel locks and the futex waits of any program (Rust, Go, JVM, static), with eBPF.
     Record(record::RecordArgs),
     /// Print a report of a profile.
@@ -71,6 +79,8 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Record(a) => record::record(a),
+        Command::Ctl(a) => ctl::ctl(a).map(|_| ExitCode::SUCCESS),
+        Command::Top(a) => top::top(a).map(|_| ExitCode::SUCCESS),
         Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => plot_cmd::plot(a).map(|_| ExitCode::SUCCESS),
         Command::Flamegraph(a) => flame_cmd::flamegraph(a).map(|_| ExitCode::SUCCESS),

@@ -14,7 +14,8 @@ pub(crate) struct PlotArgs {
     /// The image to write: F.svg or F.png.
     #[arg(short, long, value_name = "F.svg|F.png")]
     out: PathBuf,
-    /// Figure: cdf (wait-time CDF per lock), wait-hist, hold-hist, or all (the three panels).
+    /// Figure: cdf (wait-time CDF per lock), wait-hist, hold-hist, all (the three panels), or
+    /// timeline (wait per second over time, from a profile of `run --interval`).
     #[arg(long, default_value = "all", value_name = "KIND")]
     kind: PlotKind,
     /// Locks to draw: the N with the most total wait (total hold for hold-hist).

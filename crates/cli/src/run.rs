@@ -31,6 +31,10 @@ pub(crate) struct RunArgs {
     /// One profile, as `lockmeter record` and `run` together.
     #[arg(long)]
     pub(crate) kernel: bool,
+    /// With --interval: write one pprof file per interval into DIR (the interval's contended
+    /// acquisitions by waiter stack, Go's mutex profile shape), for Pyroscope or Parca.
+    #[arg(long, value_name = "DIR", requires = "interval", conflicts_with = "kernel")]
+    pub(crate) pprof_dir: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -233,6 +237,9 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
+    if let Some(d) = &args.pprof_dir {
+        crate::pprof_dir::check(d)?;
+    }
     // Each process lists the profile it wrote in the manifest, so `run` knows them all.
     let manifest = crate::tree::Manifest::create();
     if let Some(m) = &manifest {
@@ -264,10 +271,22 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let mut child =
         cmd.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let pprof = args.pprof_dir.as_ref().map(|d| {
+        let ms = args
+            .collector
+            .get(&settings::INTERVAL)
+            .and_then(|v| settings::parse_duration_ms(v.as_bytes()));
+        let period = std::time::Duration::from_millis(ms.unwrap_or(1000).max(1));
+        crate::pprof_dir::Writer::start(d, child.id(), period)
+    });
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
     let (main, others) = profiles_of_the_run(&output, start, manifest.as_ref());
+    if let (Some(w), Some(d)) = (pprof, &args.pprof_dir) {
+        let n = w.finish(main.as_deref());
+        eprintln!("lockmeter: {n} pprof files (one per interval) in {}", d.display());
+    }
     Ok(Ran { status, main, others, blind_spot })
 }
 

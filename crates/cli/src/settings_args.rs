@@ -98,6 +98,7 @@ mod tests {
                     Value::Clock => "monotonic".into(),
                     Value::Text => "x".into(),
                     Value::Switch => "1".into(),
+                    Value::Duration => "2s".into(),
                 };
                 argv.push(f.to_string());
                 argv.push(v);

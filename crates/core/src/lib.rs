@@ -12,6 +12,8 @@
 //!   move; what cannot be mapped is counted, never corrupting what is kept.
 //! - [`stacks`]: interned call stacks and aggregated contention events (who waited on whom).
 //! - [`settings`]: every collector setting, defined once (variable, `run` flag, default, help).
+//! - [`timeline`]: a bounded time series of per-lock sums (`run --interval`), merging neighbours
+//!   when full.
 //! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
 //!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
 //!
@@ -33,6 +35,7 @@ pub mod settings;
 pub mod stacks;
 pub mod stats;
 pub mod table;
+pub mod timeline;
 
 pub use stats::{LiveStats, LockKind, Mode, Stats};
 

@@ -48,8 +48,11 @@ pub enum Value {
     },
     /// A path or other free text.
     Text,
-    /// `1` switches it on.
+    /// `1` switches it on (`0` off).
     Switch,
+    /// A duration: a number with a unit, `ms`, `s`, `m` or `h` (a bare number is seconds),
+    /// forwarded as given; collectors read it with [`parse_duration_ms`].
+    Duration,
 }
 
 /// One setting.
@@ -126,6 +129,12 @@ impl Setting {
                 None => Err(format!("'{v}' is not a clock: use tsc or monotonic")),
             },
             Value::Text => Ok(()),
+            Value::Duration => match parse_duration_ms(v.as_bytes()) {
+                Some(_) => Ok(()),
+                None => {
+                    Err(format!("{name} takes a duration such as 500ms, 10s, 5m or 1h, not '{v}'"))
+                }
+            },
             Value::Switch => match v {
                 "0" | "1" => Ok(()),
                 _ => Err(format!("{name} takes 0 or 1, not '{v}'")),
@@ -183,6 +192,21 @@ pub fn parse_hold(b: &[u8]) -> Option<u32> {
             (2..=1 << 30).contains(&n).then_some(n as u32)
         }
     }
+}
+
+/// A duration in milliseconds from its text: digits and a unit, `ms`, `s`, `m` or `h` (digits
+/// alone are seconds). `None` for anything else or more than 2^40 ms.
+pub fn parse_duration_ms(b: &[u8]) -> Option<u64> {
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let n = parse_u64(b.get(..digits)?)?;
+    let mult = match b.get(digits..)? {
+        b"ms" => 1,
+        b"" | b"s" => 1000,
+        b"m" => 60_000,
+        b"h" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|&v| v <= 1 << 40)
 }
 
 /// The clock from its text: `tsc` → `Some(true)`, `monotonic` → `Some(false)`.
@@ -366,6 +390,43 @@ setting!(
     "1: the collector passes everything through and writes nothing."
 );
 
+setting!(
+    CONTROL,
+    "LOCKMETER_CONTROL",
+    Cli::Flag("--control"),
+    Value::Switch,
+    "0|1",
+    "1",
+    "1: the collector serves `lockmeter ctl` and `lockmeter top` on a unix socket in /tmp/lockmeter-UID (a 0700 directory; only the same user or root may connect); 0: no socket."
+);
+setting!(
+    DELAY,
+    "LOCKMETER_DELAY",
+    Cli::Flag("--delay"),
+    Value::Duration,
+    "DUR",
+    "0",
+    "Start metering this long after the program starts (500ms, 10s, 5m, 1h); until then hooks pass through."
+);
+setting!(
+    DURATION,
+    "LOCKMETER_DURATION",
+    Cli::Flag("--duration"),
+    Value::Duration,
+    "DUR",
+    "unlimited",
+    "Stop metering this long after it started (after --delay); the program keeps running and the profile, written at its exit, holds what was measured."
+);
+setting!(
+    INTERVAL,
+    "LOCKMETER_INTERVAL",
+    Cli::Flag("--interval"),
+    Value::Duration,
+    "DUR",
+    "off",
+    "Keep a time series: per interval of DUR and per lock, acquisitions, contended, wait and hold (the profile's timeline; at most 512 intervals, neighbours merge when full)."
+);
+
 /// Every setting, in the order `--help` and the README show them.
 pub const SETTINGS: &[Setting] = &[
     OUTPUT,
@@ -384,6 +445,10 @@ pub const SETTINGS: &[Setting] = &[
     MANIFEST,
     IMAGE_SEQ,
     DISABLE,
+    CONTROL,
+    DELAY,
+    DURATION,
+    INTERVAL,
 ];
 
 /// The settings as the README's Markdown table (`run` option, variable, meaning, default).
@@ -469,6 +534,21 @@ mod tests {
         assert_eq!(parse_clock(b"tsc"), Some(true));
         assert_eq!(parse_clock(b"monotonic"), Some(false));
         assert_eq!(parse_clock(b"TSC"), None);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms(b"500ms"), Some(500));
+        assert_eq!(parse_duration_ms(b"2"), Some(2000));
+        assert_eq!(parse_duration_ms(b"2s"), Some(2000));
+        assert_eq!(parse_duration_ms(b"3m"), Some(180_000));
+        assert_eq!(parse_duration_ms(b"1h"), Some(3_600_000));
+        assert_eq!(parse_duration_ms(b"ms"), None);
+        assert_eq!(parse_duration_ms(b"1.5s"), None);
+        assert_eq!(parse_duration_ms(b"10d"), None);
+        assert_eq!(parse_duration_ms(b""), None);
+        let e = DELAY.validate("soon").unwrap_err();
+        assert!(e.contains("--delay takes a duration"), "{e}");
     }
 
     #[test]

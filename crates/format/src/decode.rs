@@ -524,6 +524,30 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                 let len = c.u32().map_err(at)?;
                 p.notes.push(c.lossy(len, "text").map_err(at)?);
             }
+            tag::INTERVAL => {
+                let index = c.u32().map_err(at)?;
+                let (start_ns, end_ns) = (c.u64().map_err(at)?, c.u64().map_err(at)?);
+                // Numbered from 0 in order: the index says which one the next INTERVAL_LOCKs
+                // belong to.
+                if index as usize != p.timeline.len() || end_ns < start_ns {
+                    return Err(at(c.bad_code("interval index", index)));
+                }
+                p.timeline.push(crate::model::Interval { start_ns, end_ns, locks: Vec::new() });
+            }
+            tag::INTERVAL_LOCK => {
+                let index = c.u32().map_err(at)?;
+                let l = crate::model::IntervalLock {
+                    lock: c.u32().map_err(at)?,
+                    acquisitions: c.u64().map_err(at)?,
+                    contended: c.u64().map_err(at)?,
+                    wait_ns: c.u64().map_err(at)?,
+                    hold_ns: c.u64().map_err(at)?,
+                };
+                match p.timeline.get_mut(index as usize) {
+                    Some(iv) => iv.locks.push(l),
+                    None => return Err(at(c.bad_code("interval index", index))),
+                }
+            }
             t if fr.flags & flags::CRITICAL != 0 => return Err(at(K::NeedsNewer { tag: t })),
             _ => {} // unknown, skippable
         }

@@ -23,8 +23,8 @@ use crate::layout::{
     self, END_PAYLOAD_LEN, FRAME_LEN, Fnv64, MAGIC, MAX_PAYLOAD, MAX_STRING, VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, LockKind, LockSleep, Mode,
-    Overhead, Profile, Record, Stats,
+    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, IntervalLock, LockKind, LockSleep,
+    Mode, Overhead, Profile, Record, Stats,
 };
 
 /// Why a [`Sink`] could not take bytes.
@@ -683,6 +683,27 @@ impl<S: Sink> Encoder<S> {
         self.emit(tag::CPU, 0, &mut r, &[], false)
     }
 
+    /// Writes interval number `index` of the time series (numbered from 0, in time order).
+    pub fn interval(&mut self, index: u32, start_ns: u64, end_ns: u64) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(index);
+        r.u64(start_ns);
+        r.u64(end_ns);
+        self.emit(tag::INTERVAL, 0, &mut r, &[], false)
+    }
+
+    /// Writes what one lock did in interval `index` (written after that interval).
+    pub fn interval_lock(&mut self, index: u32, l: &IntervalLock) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(index);
+        r.u32(l.lock);
+        r.u64(l.acquisitions);
+        r.u64(l.contended);
+        r.u64(l.wait_ns);
+        r.u64(l.hold_ns);
+        self.emit(tag::INTERVAL_LOCK, 0, &mut r, &[], false)
+    }
+
     /// Writes the kernel sleeps of one lock.
     pub fn lock_sleep(&mut self, l: &LockSleep) -> Result<(), EncodeError> {
         let mut r = Rec::new();
@@ -856,6 +877,12 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
     }
     for n in &p.notes {
         e.note(n.as_bytes())?;
+    }
+    for (i, iv) in p.timeline.iter().enumerate() {
+        e.interval(i as u32, iv.start_ns, iv.end_ns)?;
+        for l in &iv.locks {
+            e.interval_lock(i as u32, l)?;
+        }
     }
     e.dropped(&p.dropped)?;
     e.overhead(&p.overhead)?;

@@ -61,6 +61,10 @@ pub mod tag {
     pub const LOCK_SLEEP: u16 = 0x000B;
     /// One sentence about what the collector could not see in this process.
     pub const NOTE: u16 = 0x000C;
+    /// One interval of the time series (`run --interval`).
+    pub const INTERVAL: u16 = 0x000D;
+    /// What one lock did in one interval.
+    pub const INTERVAL_LOCK: u16 = 0x000E;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -79,6 +83,8 @@ pub mod tag {
             EVENT => "event",
             LOCK_SLEEP => "lock sleep",
             NOTE => "note",
+            INTERVAL => "interval",
+            INTERVAL_LOCK => "interval lock",
             END => "end",
             _ => "unknown",
         }

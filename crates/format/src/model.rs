@@ -36,6 +36,36 @@ pub struct Profile {
     /// What the collector could not see in this process, one sentence each (e.g. a Go program
     /// whose mutexes could not be traced); the report shows them as notes.
     pub notes: Vec<String>,
+    /// The time series of `run --interval`: per interval, what each lock did in it (empty
+    /// without `--interval`). Intervals are in time order and do not overlap; their sums per
+    /// lock equal the lock's totals in `records`.
+    pub timeline: Vec<Interval>,
+}
+
+/// One interval of the time series.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Interval {
+    /// Start, ns since the profile's start (monotonic clock).
+    pub start_ns: u64,
+    /// End (exclusive), ns since the profile's start.
+    pub end_ns: u64,
+    /// The locks active in it (any count non-zero), by lock id.
+    pub locks: Vec<IntervalLock>,
+}
+
+/// What one lock did in one interval.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IntervalLock {
+    /// LOCK id.
+    pub lock: u32,
+    /// Acquisitions (all modes, all threads).
+    pub acquisitions: u64,
+    /// Contended acquisitions.
+    pub contended: u64,
+    /// Wait time of contended acquisitions (ns).
+    pub wait_ns: u64,
+    /// Time held, over timed holds (ns).
+    pub hold_ns: u64,
 }
 
 /// How the collector timed holds.

@@ -300,3 +300,48 @@ fn checksum_covers_file_header_and_frames() {
     // ...and when re-sealed it is a valid profile with the same content.
     assert_eq!(read_profile(&seal(&swapped)).unwrap(), rich_profile());
 }
+
+#[test]
+fn timeline_records_must_come_in_order() {
+    let h = frame(tag::HEADER, &header_payload());
+    let interval = |i: u32, start: u64, end: u64| {
+        let mut p = i.to_le_bytes().to_vec();
+        p.extend_from_slice(&start.to_le_bytes());
+        p.extend_from_slice(&end.to_le_bytes());
+        frame(tag::INTERVAL, &p)
+    };
+    let row = |i: u32| {
+        let mut p = i.to_le_bytes().to_vec();
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&[1; 32]);
+        frame(tag::INTERVAL_LOCK, &p)
+    };
+    let bad =
+        FormatErrorKind::BadCode { record: "interval lock", field: "interval index", code: 0 };
+    // A lock row before its interval.
+    let mut b = h.clone();
+    b.extend_from_slice(&row(0));
+    assert_eq!(err(&seal(&b)).kind, bad);
+    // An interval out of order, and one that ends before it starts.
+    let mut b = h.clone();
+    b.extend_from_slice(&interval(1, 0, 10));
+    assert!(matches!(
+        err(&seal(&b)).kind,
+        FormatErrorKind::BadCode { field: "interval index", .. }
+    ));
+    let mut b = h.clone();
+    b.extend_from_slice(&interval(0, 10, 5));
+    assert!(matches!(
+        err(&seal(&b)).kind,
+        FormatErrorKind::BadCode { field: "interval index", .. }
+    ));
+    // In order: read back.
+    let mut b = h;
+    b.extend_from_slice(&interval(0, 0, 10));
+    b.extend_from_slice(&row(0));
+    b.extend_from_slice(&interval(1, 10, 20));
+    let p = read_profile(&seal(&b)).unwrap();
+    assert_eq!(p.timeline.len(), 2);
+    assert_eq!(p.timeline[0].locks[0].acquisitions, 0x0101_0101_0101_0101);
+    assert!(p.timeline[1].locks.is_empty());
+}

@@ -1,4 +1,6 @@
-//! Writing the profile: once per process image, at `exit`, `_exit`, `exec*` or a fatal signal.
+//! Writing the profile: once per process image, at `exit`, `_exit`, `exec*` or a fatal signal;
+//! and snapshots of it on request (`lockmeter ctl PID snapshot`), any number of times, while the
+//! hooks keep running (everything is read through atomics).
 //!
 //! Async-signal-safe: no allocation, no lock, raw system calls only; big buffers are static and
 //! owned by the one thread that wins the `DUMP` flag. The file is written under a temporary name
@@ -23,10 +25,17 @@ pub(crate) enum End {
     UnderscoreExit,
     Signal(c_int),
     Exec,
+    /// A snapshot while the program runs.
+    Snapshot,
 }
 
-/// 0 = not written, 1 = being written, 2 = written.
+/// 0 = not written, 1 = being written, 2 = written, 3 = a snapshot or reset is in progress (the
+/// final profile waits for it). Whoever moves it away from 0 owns `BUFS` and the baseline.
 static DUMP: AtomicU8 = AtomicU8::new(0);
+const DUMP_IDLE: u8 = 0;
+const DUMP_FINAL: u8 = 1;
+const DUMP_WRITTEN: u8 = 2;
+const DUMP_LIVE: u8 = 3;
 
 /// Run facts recorded at start-up.
 pub(crate) static PID: AtomicU32 = AtomicU32::new(0);
@@ -122,13 +131,34 @@ fn note_in_manifest(b: &mut Bufs) {
     unsafe { libc::close(fd) };
 }
 
-/// A sink on a raw file descriptor.
-struct FdSink(c_int);
+/// A sink on a raw file descriptor: a file, or a connected socket (written with `MSG_NOSIGNAL`:
+/// a client that went away is an error, never a SIGPIPE for the program).
+struct FdSink {
+    fd: c_int,
+    socket: bool,
+}
 
 impl Sink for FdSink {
     fn write_all(&mut self, buf: &[u8]) -> Result<(), SinkError> {
-        if sys::write_all(self.0, buf) { Ok(()) } else { Err(SinkError::Os(sys::errno())) }
+        let ok = if self.socket { send_all(self.fd, buf) } else { sys::write_all(self.fd, buf) };
+        if ok { Ok(()) } else { Err(SinkError::Os(sys::errno())) }
     }
+}
+
+/// Sends all of `b` on socket `fd`, retrying on EINTR.
+pub(crate) fn send_all(fd: c_int, mut b: &[u8]) -> bool {
+    while !b.is_empty() {
+        // SAFETY: `b` is a valid buffer; MSG_NOSIGNAL turns a closed peer into EPIPE.
+        let r = unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL) };
+        if r < 0 {
+            if sys::errno() == libc::EINTR {
+                continue;
+            }
+            return false;
+        }
+        b = b.get(r as usize..).unwrap_or(&[]);
+    }
+    true
 }
 
 /// Writes the profile of this process image, once. Returns whether this call wrote it.
@@ -140,7 +170,8 @@ pub(crate) fn write_profile(end: End) -> bool {
 }
 
 fn write_profile_inner(end: End) -> bool {
-    if STATE.load(Acquire) != state::READY {
+    let st = STATE.load(Acquire);
+    if st != state::READY && st != state::PAUSED {
         return false;
     }
     // SAFETY: getpid has no preconditions.
@@ -149,16 +180,170 @@ fn write_profile_inner(end: End) -> bool {
         // A vfork child sharing our memory: leave the parent's profile alone.
         return false;
     }
-    if DUMP.compare_exchange(0, 1, AcqRel, Acquire).is_err() {
-        return false;
+    // The image ends: `lockmeter ctl` can no longer reach it.
+    crate::live::unlink_sock();
+    // A snapshot in progress (on the control thread, which never runs our signal handlers, and
+    // whose socket writes time out) finishes first.
+    loop {
+        match DUMP.compare_exchange(DUMP_IDLE, DUMP_FINAL, AcqRel, Acquire) {
+            Ok(_) => break,
+            Err(DUMP_LIVE) => sleep_ms(1),
+            Err(_) => return false,
+        }
     }
     STATE.store(state::DONE, Release);
     crate::resident::measure();
     // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = encode_to_file(b, pid, end);
-    DUMP.store(if ok { 2 } else { 0 }, Release);
+    DUMP.store(if ok { DUMP_WRITTEN } else { DUMP_IDLE }, Release);
     ok
+}
+
+fn sleep_ms(ms: i64) {
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: ms * 1_000_000 };
+    // SAFETY: a valid timespec; the remainder is not wanted.
+    unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
+}
+
+/// Takes the writer's lock for a snapshot or reset; false while the final profile is written
+/// (or was), or another snapshot runs.
+fn begin_live() -> bool {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    let st = STATE.load(Acquire);
+    pid == PID.load(Relaxed)
+        && (st == state::READY || st == state::PAUSED)
+        && DUMP.compare_exchange(DUMP_IDLE, DUMP_LIVE, AcqRel, Acquire).is_ok()
+}
+
+fn end_live() {
+    DUMP.store(DUMP_IDLE, Release);
+}
+
+/// Why a snapshot or reset was refused.
+pub(crate) const BUSY: &[u8] = b"error: the program is writing its final profile (it is exiting)\n";
+
+/// Writes `ok\n` and then a snapshot profile of everything measured so far (less the reset
+/// baseline) on the connected socket `fd`; hooks keep metering meanwhile. On refusal, writes
+/// the reason instead.
+pub(crate) fn snapshot(fd: c_int) -> bool {
+    if !begin_live() {
+        send_all(fd, BUSY);
+        return false;
+    }
+    crate::resident::measure();
+    // SAFETY: we own DUMP (DUMP_LIVE); no other thread touches BUFS until we release it.
+    let b = unsafe { &mut *BUFS.0.get() };
+    let ok = send_all(fd, b"ok\n")
+        && encode(b, FdSink { fd, socket: true }, PID.load(Relaxed), End::Snapshot);
+    end_live();
+    ok
+}
+
+/// Resets the counts: records every record's statistics (and the per-CPU sums) as the baseline
+/// that snapshots and the final profile subtract. False when refused or out of memory.
+pub(crate) fn reset() -> Result<(), &'static [u8]> {
+    if !begin_live() {
+        return Err(BUSY);
+    }
+    let r = take_baseline();
+    end_live();
+    r
+}
+
+fn take_baseline() -> Result<(), &'static [u8]> {
+    const NOMEM: &[u8] = b"error: cannot map memory for the reset baseline\n";
+    let merged = Merged::of_exited();
+    let rows = || rows(&merged);
+    let n: usize = rows().map(|r| r.table.len()).sum();
+    // SAFETY: we hold the writer's lock (DUMP_LIVE), as for each call below.
+    let mapped = unsafe { crate::live::begin(n) };
+    if !mapped {
+        merged.free();
+        return Err(NOMEM);
+    }
+    // The time series restarts too, from the same reading of the records.
+    let calib = CALIB_KEY.load(Relaxed);
+    // SAFETY: as above.
+    unsafe { crate::timeline::begin_sums() };
+    for row in rows() {
+        let owner = row_owner(&row);
+        for (k1, site, live) in row.table.iter() {
+            let st = live.snapshot();
+            // SAFETY: as above.
+            unsafe { crate::live::put(owner, k1, site, &st) };
+            if let Some((pair, ..)) = record_key(k1, calib) {
+                // SAFETY: as above.
+                unsafe { crate::timeline::add(pair, &st) };
+            }
+        }
+    }
+    merged.free();
+    let now = clock::monotonic_ns().saturating_sub(START_MONO_NS.load(Relaxed));
+    // SAFETY: we hold the writer's lock (DUMP_LIVE).
+    unsafe { crate::timeline::reset(now) };
+    for sh in state::shards() {
+        for (cpu, c) in sh.cpus.iter().enumerate() {
+            let a = c.acquisitions.get();
+            if a > 0 {
+                // SAFETY: as above.
+                unsafe { crate::live::put_cpu(cpu, a, c.contended.get(), c.wait_ns.get()) };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A record key's lock identity `(slot << 32 | generation)`, slot, generation, kind and mode;
+/// `None` for the calibration lock (`calib`) and keys that do not decode.
+fn record_key(k1: u64, calib: u64) -> Option<(u64, u32, u32, LockKind, Mode)> {
+    let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
+    let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+    if pair == calib {
+        return None;
+    }
+    Some((pair, slot_idx, gen_, LockKind::from_u8(kind)?, Mode::from_u8(mode)?))
+}
+
+/// Sums every record per lock for the time series (the caller holds the writer's lock).
+fn sum_records() {
+    let calib = CALIB_KEY.load(Relaxed);
+    let merged = Merged::of_exited();
+    // SAFETY: the caller holds the writer's lock.
+    unsafe { crate::timeline::begin_sums() };
+    for row in rows(&merged) {
+        for (k1, _, live) in row.table.iter() {
+            if let Some((pair, ..)) = record_key(k1, calib) {
+                // SAFETY: as above.
+                unsafe { crate::timeline::add(pair, &live.snapshot()) };
+            }
+        }
+    }
+    merged.free();
+}
+
+/// Closes an interval of the time series (the control thread, once per period). False when
+/// the final profile is being written.
+pub(crate) fn sample() -> bool {
+    if !begin_live() {
+        return false;
+    }
+    sum_records();
+    let now = clock::monotonic_ns().saturating_sub(START_MONO_NS.load(Relaxed));
+    // SAFETY: we hold the writer's lock (DUMP_LIVE).
+    unsafe { crate::timeline::close_interval(now) };
+    end_live();
+    true
+}
+
+/// The owner id a row's baseline is keyed by: the shard's current owner (a new thread that takes
+/// a dead thread's table over starts from zero), 0 for the exited threads' row.
+fn row_owner(row: &Row<'_>) -> u64 {
+    match row.who {
+        Who::Thread(sh) => sh.owner.load(Relaxed) as u64,
+        Who::Exited(_) => 0,
+    }
 }
 
 /// Opens the file the profile is encoded into, before it gets its final name: an unnamed
@@ -255,7 +440,7 @@ fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
         complain(b"cannot create the profile file next to ", b.out_base.bytes());
         return false;
     };
-    let ok = encode(b, fd, pid, end);
+    let ok = encode(b, FdSink { fd, socket: false }, pid, end);
     let drop_tmp = |b: &Bufs| {
         if named {
             // SAFETY: NUL-terminated path of the file we created.
@@ -314,8 +499,8 @@ fn complain(what: &[u8], path: &[u8]) {
     sys::write_stderr(b"\n");
 }
 
-fn encode(b: &mut Bufs, fd: c_int, pid: u32, end: End) -> bool {
-    let Ok(mut enc) = Encoder::begin(BufSink::<FdSink, 16384>::new(FdSink(fd))) else {
+fn encode(b: &mut Bufs, sink: FdSink, pid: u32, end: End) -> bool {
+    let Ok(mut enc) = Encoder::begin(BufSink::<FdSink, 16384>::new(sink)) else {
         return false;
     };
     if write_records(b, &mut enc, pid, end).is_none() {
@@ -362,6 +547,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         End::UnderscoreExit => EndReason::UnderscoreExit,
         End::Signal(s) => EndReason::Signal(s),
         End::Exec => EndReason::Exec,
+        End::Snapshot => EndReason::Snapshot,
     };
     enc.header(&HeaderRef {
         collector: "preload",
@@ -401,16 +587,23 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     // Threads written so far (a thread is listed with its first record or event).
     let listed_threads = IdMap::new(rows().count());
     let calib = CALIB_KEY.load(Relaxed);
+    // SAFETY: the caller holds the writer's lock (DUMP).
+    unsafe { crate::timeline::begin_sums() };
     for sh in rows() {
+        let owner = row_owner(&sh);
         for (k1, site, live) in sh.table.iter() {
-            let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
-            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
-            if pair == calib {
-                continue;
-            }
-            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+            let Some((pair, slot_idx, gen_, kind, mode)) = record_key(k1, calib) else {
                 continue;
             };
+            let mut st = live.snapshot();
+            // The time series sums the raw figures (a reset's are in its base too).
+            // SAFETY: the caller holds the writer's lock (DUMP).
+            unsafe { crate::timeline::add(pair, &st) };
+            // SAFETY: the caller holds the writer's lock (DUMP).
+            let since_reset = unsafe { crate::live::subtract(owner, k1, site, &mut st) };
+            if since_reset && crate::live::is_zero(&st) {
+                continue; // nothing since the last reset
+            }
             if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
                 write_thread(b, enc, &sh)?;
             }
@@ -418,7 +611,6 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             if new {
                 write_lock(enc, reg, &names, id, slot_idx, gen_, kind).ok()?;
             }
-            let st = live.snapshot();
             enc.stats(sh.index, id, site, mode, &st).ok()?;
         }
     }
@@ -477,6 +669,13 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             return None;
         }
     }
+    // SAFETY: the caller holds the writer's lock (DUMP).
+    let lost = unsafe { crate::timeline::write(enc, duration, |pair| ids.find(pair)) }?;
+    if lost > 0 {
+        b.scratch.clear().push(b"the time series (--interval) lost ").push_u64(lost);
+        b.scratch.push(b" lock rows that did not fit its tables: its sums fall short");
+        enc.note(b.scratch.bytes()).ok()?;
+    }
     stack_ids.free();
     ids.free();
     listed_threads.free();
@@ -492,6 +691,10 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
                 c.wait_ns += x.wait_ns.get();
             }
         }
+        // SAFETY: the caller holds the writer's lock (DUMP).
+        unsafe {
+            crate::live::subtract_cpu(cpu, &mut c.acquisitions, &mut c.contended, &mut c.wait_ns)
+        };
         if c.acquisitions > 0 {
             enc.cpu(&c).ok()?;
         }
@@ -965,13 +1168,18 @@ pub(crate) fn exec_failed(written: bool) {
     let b = unsafe { &mut *BUFS.0.get() };
     // SAFETY: NUL-terminated path of the file we just wrote.
     unsafe { libc::unlink(b.path.as_ptr()) };
-    DUMP.store(0, Release);
-    STATE.store(state::READY, Release);
+    DUMP.store(DUMP_IDLE, Release);
+    STATE.store(crate::live::running_state(), Release);
 }
 
 /// In a fork child: a fresh profile for the new process.
 pub(crate) fn reset_for_child() {
-    DUMP.store(0, Relaxed);
+    DUMP.store(DUMP_IDLE, Relaxed);
+    // SAFETY: the fork child's only thread.
+    unsafe {
+        crate::live::clear();
+        crate::timeline::reset_for_child(0);
+    }
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Relaxed);
     IS_ROOT.store(false, Relaxed);

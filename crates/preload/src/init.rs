@@ -108,6 +108,22 @@ fn init_inner() {
         install_signal(sig);
     }
     STATE.store(state::READY, Release);
+
+    // Run-time control: the socket of `lockmeter ctl`, `--delay`, `--duration`, `--interval`.
+    let want_socket = getenv(settings::CONTROL.env_c).is_none_or(|v| v != b"0");
+    let ms = |s: &settings::Setting| getenv(s.env_c).and_then(settings::parse_duration_ms);
+    let interval_ms = ms(&settings::INTERVAL).unwrap_or(0);
+    if interval_ms > 0 && !crate::timeline::init(interval_ms * 1_000_000, locks) {
+        sys::write_stderr(b"lockmeter: cannot map the time series' tables; --interval is off\n");
+    }
+    if crate::control::configure(
+        want_socket,
+        ms(&settings::DELAY).unwrap_or(0),
+        ms(&settings::DURATION),
+    ) {
+        crate::live::pause();
+    }
+    crate::control::start();
 }
 
 /// Whether `/proc/cpuinfo` lists `constant_tsc` and `nonstop_tsc` (read without allocating).
@@ -227,6 +243,7 @@ extern "C" fn on_fork_child() {
     state::reset_thread();
     crate::unwind::reset_pool();
     dump::reset_for_child();
+    crate::control::after_fork();
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

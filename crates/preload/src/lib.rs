@@ -24,13 +24,16 @@
 //! [`lockmeter_core::settings`]; `lockmeter run` derives its flags from the same table, and the
 //! README's settings section is generated from it.
 
+mod control;
 mod dump;
 mod hooks;
 mod init;
+mod live;
 mod meter;
 mod names;
 mod real;
 mod resident;
 mod state;
 mod sys;
+mod timeline;
 mod unwind;

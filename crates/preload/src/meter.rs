@@ -486,7 +486,8 @@ pub(crate) fn released(cx: &Cx, i: usize, t_rel: u64, was_wanted: bool) {
         // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped); we
         // stored it in `acquired` as a pointer to the record's stats.
         let st = unsafe { &*h.entry };
-        if h.t_acq != 0 && t_rel != 0 {
+        // A hold older than the last resume may have spanned a pause: not timed.
+        if h.t_acq != 0 && t_rel != 0 && h.t_acq >= crate::live::RESUMED_TICKS.load(Relaxed) {
             st.record_hold(ticks_to_ns(t_rel.saturating_sub(h.t_acq)));
         }
         if was_wanted {

@@ -1,6 +1,6 @@
 //! Global and per-thread state.
 //!
-//! - The state machine `Uninit -> Ready -> Dumping/Disabled`: hooks meter only in `Ready` and pass
+//! - The state machine `Uninit -> Ready <-> Paused -> Dumping/Disabled`: hooks meter only in `Ready` and pass
 //!   every call straight through otherwise (before the constructor, after the profile was written,
 //!   when disabled by configuration or failure).
 //! - The lock registry (shared) and one shard per thread (private), both in `mmap`ed memory.
@@ -32,6 +32,8 @@ pub(crate) const READY: u8 = 1;
 pub(crate) const DONE: u8 = 2;
 /// Disabled by configuration or after a failure.
 pub(crate) const DISABLED: u8 = 3;
+/// Paused on request (`lockmeter ctl PID pause`, `--delay`, `--duration`): hooks pass through.
+pub(crate) const PAUSED: u8 = 4;
 
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 /// Set while the constructor meters its calibration lock (no first-use stacks for it).

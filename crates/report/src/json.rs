@@ -31,6 +31,23 @@ struct Doc<'a> {
     threads: Vec<ThreadOut<'a>>,
     cpus: Vec<CpuOut>,
     pairs: Vec<PairOut<'a>>,
+    timeline: Vec<IntervalOut>,
+}
+
+#[derive(Serialize)]
+struct IntervalOut {
+    start_ns: u64,
+    end_ns: u64,
+    locks: Vec<IntervalLockOut>,
+}
+
+#[derive(Serialize)]
+struct IntervalLockOut {
+    id: u32,
+    acquisitions: u64,
+    contended: u64,
+    wait_ns: u64,
+    hold_ns: u64,
 }
 
 #[derive(Serialize)]
@@ -543,6 +560,25 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             })
             .collect(),
         pairs: a.sorted_pairs(opts.sort).into_iter().take(top).map(pair_out).collect(),
+        timeline: a
+            .timeline
+            .iter()
+            .map(|iv| IntervalOut {
+                start_ns: iv.start_ns,
+                end_ns: iv.end_ns,
+                locks: iv
+                    .locks
+                    .iter()
+                    .map(|l| IntervalLockOut {
+                        id: l.lock,
+                        acquisitions: l.acquisitions,
+                        contended: l.contended,
+                        wait_ns: l.wait_ns,
+                        hold_ns: l.hold_ns,
+                    })
+                    .collect(),
+            })
+            .collect(),
     };
     serde_json::to_writer_pretty(&mut *w, &doc).map_err(io::Error::other)?;
     writeln!(w)

@@ -127,6 +127,21 @@ pub fn rich_profile() -> Profile {
                 frames: (0..u64::from(id) * 3 + 1).map(|f| 0x4000_0000 + f * 0x40).collect(),
             })
             .collect(),
+        timeline: (0..3u64)
+            .map(|i| lockmeter_format::Interval {
+                start_ns: i * 1_000_000,
+                end_ns: (i + 1) * 1_000_000,
+                locks: (0..i as u32)
+                    .map(|l| lockmeter_format::IntervalLock {
+                        lock: l,
+                        acquisitions: 10 + i,
+                        contended: i,
+                        wait_ns: 1000 * i,
+                        hold_ns: 77,
+                    })
+                    .collect(),
+            })
+            .collect(),
         notes: vec![
             "Go binary /srv/app: its sync.Mutex waits were not traced (stripped)".into(),
             String::new(),

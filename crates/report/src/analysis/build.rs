@@ -356,6 +356,15 @@ impl<'p, 's> Builder<'p, 's> {
         let mut pairs: Vec<PairAgg> = locks.iter().flat_map(|l| l.pairs.iter().cloned()).collect();
         pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
         let profile = self.profile;
+        let kept: HashSet<u32> = locks.iter().map(|l| l.id).collect();
+        let timeline = profile
+            .timeline
+            .iter()
+            .map(|iv| lockmeter_format::Interval {
+                locks: iv.locks.iter().filter(|l| kept.contains(&l.lock)).cloned().collect(),
+                ..iv.clone()
+            })
+            .collect();
         let mut cpus = profile.cpus.clone();
         cpus.sort_by_key(|c| c.cpu);
         let totals = Totals {
@@ -378,6 +387,7 @@ impl<'p, 's> Builder<'p, 's> {
             filter: self.filter.clone(),
             unfiltered_locks,
             notes: profile.notes.iter().cloned().chain(self.frames.symbolizer().notes()).collect(),
+            timeline,
         }
     }
 }

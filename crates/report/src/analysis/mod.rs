@@ -380,6 +380,9 @@ pub struct Analysis {
     /// Caveats, one sentence each: what the collector could not see (the profile's notes), then
     /// about the analysis itself (e.g. files changed since the run).
     pub notes: Vec<String>,
+    /// The time series of `run --interval` (the profile's), with only the locks that pass the
+    /// filter; lock ids as in [`LockAgg::id`].
+    pub timeline: Vec<lockmeter_format::Interval>,
 }
 
 mod build;

@@ -33,6 +33,8 @@ pub enum PlotKind {
     /// All three panels in one figure.
     #[default]
     All,
+    /// Wait per second over time per lock (the time series of `run --interval`).
+    Timeline,
 }
 
 impl std::str::FromStr for PlotKind {
@@ -43,9 +45,10 @@ impl std::str::FromStr for PlotKind {
             "wait-hist" => PlotKind::WaitHist,
             "hold-hist" => PlotKind::HoldHist,
             "all" => PlotKind::All,
+            "timeline" => PlotKind::Timeline,
             _ => {
                 return Err(format!(
-                    "unknown plot kind {s:?} (expected cdf, wait-hist, hold-hist or all)"
+                    "unknown plot kind {s:?} (expected cdf, wait-hist, hold-hist, all or timeline)"
                 ));
             }
         })
@@ -130,9 +133,17 @@ pub const WAIT_Y_AXIS: &str = "% of contended acquisitions";
 /// The y axis of the hold histogram.
 pub const HOLD_Y_AXIS: &str = "% of timed holds";
 
+/// Caption of the timeline.
+pub const TIMELINE_CAPTION: &str = "Wait per second over time, per lock";
+/// The x axis of the timeline.
+pub const TIMELINE_X_AXIS: &str = "time since the program started (s)";
+/// The y axis of the timeline.
+pub const TIMELINE_Y_AXIS: &str = "wait per second (s/s: threads waiting, on average)";
+
 /// One lock as the figure shows it.
 #[derive(Debug)]
 struct Series {
+    id: u32,
     name: String,
     color: RGBColor,
     agg: Agg,
@@ -184,6 +195,7 @@ fn select(a: &Analysis, opts: &PlotOptions) -> Result<Vec<Series>, ExportError> 
         .take(opts.top.max(1))
         .enumerate()
         .map(|(i, l)| Series {
+            id: l.id,
             name: l.display_name(),
             color: COLORS[i % COLORS.len()],
             agg: l.agg.clone(),
@@ -378,8 +390,65 @@ fn draw_legend(area: &Area<'_>, series: &[Series], heading: &str) -> Result<(), 
 
 const LEGEND_ROW: i32 = 22;
 
+/// The timeline's points of lock `id`: at each interval's middle (s), its wait per second.
+fn timeline_points(a: &Analysis, id: u32) -> Vec<(f64, f64)> {
+    a.timeline
+        .iter()
+        .filter(|iv| iv.end_ns > iv.start_ns)
+        .map(|iv| {
+            let wait = iv.locks.iter().find(|l| l.lock == id).map_or(0, |l| l.wait_ns);
+            let mid = (iv.start_ns as f64 + iv.end_ns as f64) / 2e9;
+            (mid, wait as f64 / (iv.end_ns - iv.start_ns) as f64)
+        })
+        .collect()
+}
+
+/// Draws the timeline panel.
+fn draw_timeline(a: &Analysis, area: &Area<'_>, series: &[Series]) -> Result<(), ExportError> {
+    let lines: Vec<(&Series, Vec<(f64, f64)>)> =
+        series.iter().map(|s| (s, timeline_points(a, s.id))).collect();
+    let t_end = a.timeline.last().map_or(1.0, |iv| iv.end_ns as f64 / 1e9).max(1e-3);
+    let y_max = lines.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(0.0, f64::max);
+    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(TIMELINE_CAPTION, (FONT, 18))
+        .margin(12)
+        .margin_right(36)
+        .x_label_area_size(50)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..t_end, 0f64..y_max)
+        .map_err(render_err)?;
+    chart
+        .configure_mesh()
+        .x_labels(11)
+        .y_labels(11)
+        .y_max_light_lines(1)
+        .x_label_formatter(&|v| format!("{v:.3}"))
+        .y_label_formatter(&|v| format!("{v:.2}"))
+        .x_desc(TIMELINE_X_AXIS)
+        .y_desc(TIMELINE_Y_AXIS)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(render_err)?;
+    for (s, points) in lines {
+        chart
+            .draw_series(LineSeries::new(points, s.color.stroke_width(2)).point_size(3))
+            .map_err(render_err)?;
+    }
+    Ok(())
+}
+
 /// Draws the figure as an SVG document.
 pub fn plot_svg(a: &Analysis, opts: &PlotOptions) -> Result<String, ExportError> {
+    if opts.kind == PlotKind::Timeline && a.timeline.is_empty() {
+        return Err(ExportError::Empty(
+            "the profile has no time series: run the program with lockmeter run --interval DUR"
+                .into(),
+        ));
+    }
     let series = select(a, opts)?;
     let cdf = Panel {
         caption: CDF_CAPTION,
@@ -443,6 +512,7 @@ pub fn plot_svg(a: &Analysis, opts: &PlotOptions) -> Result<String, ExportError>
             PlotKind::Cdf => cdf.draw(&panels)?,
             PlotKind::WaitHist => wait.draw(&panels)?,
             PlotKind::HoldHist => hold.draw(&panels)?,
+            PlotKind::Timeline => draw_timeline(a, &panels, &series)?,
             PlotKind::All => {
                 let (upper, lower) = panels.split_vertically(panels_h / 2);
                 cdf.draw(&upper)?;

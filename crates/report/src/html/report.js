@@ -164,6 +164,42 @@
       [...D.threads].sort((a, b) => b.wait_ns_total - a.wait_ns_total)));
   }
 
+  // Timeline (run --interval): wait per second of the top locks by wait, one line each.
+  if (D.timeline && D.timeline.length) {
+    const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"];
+    const top = [...D.locks].sort((a, b) => b.wait_ns_total - a.wait_ns_total).slice(0, COLORS.length);
+    const byId = new Map(top.map((l, i) => [l.id, i]));
+    const series = top.map(() => []);
+    for (const iv of D.timeline) {
+      const w = iv.end_ns - iv.start_ns;
+      if (w <= 0) continue;
+      const mid = (iv.start_ns + iv.end_ns) / 2e9;
+      const vals = top.map(() => 0);
+      for (const l of iv.locks) if (byId.has(l.id)) vals[byId.get(l.id)] = l.wait_ns / w;
+      vals.forEach((v, i) => series[i].push([mid, v]));
+    }
+    const W = 900, H = 220, L = 50, B = 24;
+    const tMax = Math.max(1e-3, D.timeline[D.timeline.length - 1].end_ns / 1e9);
+    const yMax = Math.max(1e-9, ...series.flat().map((p) => p[1])) * 1.1;
+    const s = svg("svg", { class: "timeline", id: "timeline", width: W, height: H + B, viewBox: "0 0 " + W + " " + (H + B) });
+    s.append(svg("line", { x1: L, y1: H, x2: W, y2: H, stroke: "#999" }));
+    s.append(svg("line", { x1: L, y1: 0, x2: L, y2: H, stroke: "#999" }));
+    const X = (t) => L + (t / tMax) * (W - L - 10), Y = (v) => H - (v / yMax) * (H - 10);
+    for (let k = 0; k <= 4; k++) {
+      const tx = svg("text", { x: X((tMax * k) / 4), y: H + 16, "text-anchor": k === 4 ? "end" : k ? "middle" : "start" }); tx.textContent = sig3((tMax * k) / 4) + " s"; s.append(tx);
+      const ty = svg("text", { x: 2, y: Y((yMax * k) / 4) + 4 }); ty.textContent = sig3((yMax * k) / 4); s.append(ty);
+    }
+    series.forEach((pts, i) => {
+      if (!pts.length) return;
+      const pl = svg("polyline", { fill: "none", stroke: COLORS[i], "stroke-width": 2, points: pts.map(([t, v]) => X(t).toFixed(1) + "," + Y(v).toFixed(1)).join(" ") });
+      const tip = svg("title", {}); tip.textContent = top[i].name || top[i].address; pl.append(tip);
+      s.append(pl);
+    });
+    app.append($("h2", { text: "Timeline: wait per second (threads waiting, on average), " + D.timeline.length + " intervals" }));
+    app.append(s);
+    app.append($("div", { class: "legend" }, ...top.map((l, i) => $("span", { style: "color:" + COLORS[i] + ";margin-right:1.5em", text: "\u25A0 " + (l.name || l.address) }))));
+  }
+
   // Flame graph of waiter stacks (an SVG made by inferno, shown in a frame of its own).
   if (EXTRA.flame_svg_base64) {
     app.append($("h2", { text: "Flame graph: where threads waited (width = wait time; click to zoom)" }));

@@ -144,6 +144,7 @@ pub fn sample_profile() -> Profile {
         lock_sleeps: Vec::new(),
         dropped: Dropped::default(),
         notes: Vec::new(),
+        timeline: Vec::new(),
         overhead: Overhead {
             ns_per_pair: 24,
             estimated_total_ns: 12_578_640,

@@ -1,0 +1,163 @@
+//! `run --interval DUR --pprof-dir DIR`: one pprof file per interval (the contended
+//! acquisitions of that interval by waiter stack, Go's mutex profile shape), the shape that
+//! continuous-profiling servers (Pyroscope, Parca) ingest.
+//!
+//! A thread of `lockmeter run` takes a snapshot of the program through its control socket every
+//! interval and writes the difference from the previous one; after the program exits, the last
+//! file is the final profile less the last snapshot.
+
+use anyhow::Result;
+use lockmeter_format::{Event, Profile};
+use lockmeter_report::export::pprof;
+use lockmeter_report::{SymbolizeOptions, Symbolizer};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// An event's identity across profiles (ids are assigned anew in each): thread, lock address
+/// and generation, kind, mode, waiter frames, holder site and frames.
+type EventKey = (u32, u64, u32, u8, u8, Vec<u64>, u64, Option<Vec<u64>>);
+
+fn keyed(p: &Profile) -> HashMap<EventKey, (u64, u64)> {
+    let locks: HashMap<u32, (u64, u32)> =
+        p.locks.iter().map(|l| (l.id, (l.address, l.generation))).collect();
+    let stacks: HashMap<u32, &Vec<u64>> = p.stacks.iter().map(|s| (s.id, &s.frames)).collect();
+    let mut m = HashMap::new();
+    for e in &p.events {
+        let (addr, generation) = locks.get(&e.lock).copied().unwrap_or((0, 0));
+        let k = (
+            e.thread,
+            addr,
+            generation,
+            e.kind as u8,
+            e.mode as u8,
+            stacks.get(&e.stack).map(|s| s.to_vec()).unwrap_or_default(),
+            e.holder_site,
+            e.holder_stack.and_then(|h| stacks.get(&h)).map(|s| s.to_vec()),
+        );
+        let v: &mut (u64, u64) = m.entry(k).or_default();
+        v.0 += e.count;
+        v.1 += e.wait_ns;
+    }
+    m
+}
+
+/// `cur` with each event less its count and wait in `prev`, and the header's time span set to
+/// `prev`'s end .. `cur`'s end.
+fn delta(prev: Option<&Profile>, cur: &Profile) -> Profile {
+    let mut d = cur.clone();
+    let Some(prev) = prev else { return d };
+    let before = keyed(prev);
+    let locks: HashMap<u32, (u64, u32)> =
+        cur.locks.iter().map(|l| (l.id, (l.address, l.generation))).collect();
+    let stacks: HashMap<u32, &Vec<u64>> = cur.stacks.iter().map(|s| (s.id, &s.frames)).collect();
+    d.events = cur
+        .events
+        .iter()
+        .filter_map(|e| {
+            let (addr, generation) = locks.get(&e.lock).copied().unwrap_or((0, 0));
+            let k = (
+                e.thread,
+                addr,
+                generation,
+                e.kind as u8,
+                e.mode as u8,
+                stacks.get(&e.stack).map(|s| s.to_vec()).unwrap_or_default(),
+                e.holder_site,
+                e.holder_stack.and_then(|h| stacks.get(&h)).map(|s| s.to_vec()),
+            );
+            let (c, w) = before.get(&k).copied().unwrap_or((0, 0));
+            let ev = Event {
+                count: e.count.saturating_sub(c),
+                wait_ns: e.wait_ns.saturating_sub(w),
+                ..e.clone()
+            };
+            (ev.count > 0 || ev.wait_ns > 0).then_some(ev)
+        })
+        .collect();
+    d.header.start_unix_ns = prev.header.end_unix_ns;
+    d.header.duration_ns = cur.header.end_unix_ns.saturating_sub(prev.header.end_unix_ns);
+    d
+}
+
+/// Writes `DIR/lockmeter-PID-SEQ.pb.gz` (SEQ from 1, a new name) for the difference.
+fn write(dir: &Path, pid: u32, seq: u64, prev: Option<&Profile>, cur: &Profile) -> Result<PathBuf> {
+    let d = delta(prev, cur);
+    // Frames are named from the program's files as they are now (the maps of the snapshot).
+    let mut sym = Symbolizer::new(&d, &SymbolizeOptions { enabled: true });
+    let pp = pprof::build(&d, &mut sym);
+    let mut buf = Vec::new();
+    pprof::write(&pp, true, &mut buf)?;
+    let path = dir.join(format!("lockmeter-{pid}-{seq:05}.pb.gz"));
+    lockmeter_format::files::write_new(&path, &buf)?;
+    Ok(path)
+}
+
+/// The thread writing the files while the program runs.
+pub(crate) struct Writer {
+    stop: Arc<AtomicBool>,
+    state: Arc<Mutex<(u64, Option<Profile>)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    dir: PathBuf,
+    pid: u32,
+}
+
+/// Checks `--pprof-dir` before the program runs: an existing directory.
+pub(crate) fn check(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "--pprof-dir {}: not a directory; create it first (mkdir -p {})",
+            dir.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+impl Writer {
+    /// Starts writing a file every `period` for process `pid`.
+    pub(crate) fn start(dir: &Path, pid: u32, period: Duration) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(Mutex::new((0u64, None::<Profile>)));
+        let (s2, st2, d2) = (stop.clone(), state.clone(), dir.to_path_buf());
+        let thread = std::thread::spawn(move || {
+            let mut next = std::time::Instant::now() + period;
+            while !s2.load(Ordering::Relaxed) {
+                let now = std::time::Instant::now();
+                if now < next {
+                    std::thread::sleep((next - now).min(Duration::from_millis(50)));
+                    continue;
+                }
+                next += period;
+                let Ok((_, snap)) = crate::ctl::snapshot(pid) else { continue };
+                let mut g = st2.lock().unwrap_or_else(|e| e.into_inner());
+                let seq = g.0 + 1;
+                match write(&d2, pid, seq, g.1.as_ref(), &snap) {
+                    Ok(_) => *g = (seq, Some(snap)),
+                    Err(e) => eprintln!("lockmeter: --pprof-dir: {e:#}"),
+                }
+            }
+        });
+        Writer { stop, state, thread: Some(thread), dir: dir.to_path_buf(), pid }
+    }
+
+    /// The program ended: stops the thread and writes the last interval from the final
+    /// profile `last` (if it has one). Returns how many files were written.
+    pub(crate) fn finish(mut self, last: Option<&Path>) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = last.and_then(|p| lockmeter_format::read_profile_file(p).ok()) {
+            let seq = g.0 + 1;
+            match write(&self.dir, self.pid, seq, g.1.as_ref(), &p) {
+                Ok(_) => g.0 = seq,
+                Err(e) => eprintln!("lockmeter: --pprof-dir: {e:#}"),
+            }
+        }
+        g.0
+    }
+}

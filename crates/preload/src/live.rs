@@ -1,0 +1,273 @@
+//! Run-time state shared by the control thread (`control.rs`) and the profile writer (`dump.rs`):
+//! whether metering is paused, the control socket's path, and the reset baseline.
+//!
+//! - **Pause**: the state machine's `PAUSED` value (hooks pass through at the cost of the one
+//!   relaxed load of `STATE` they always make). A hold that began before a pause and ends after
+//!   the resume is not timed (see [`RESUMED_TICKS`]).
+//! - **Reset**: counters are single-writer (their thread's), so nobody else may zero them. A
+//!   reset instead records a *baseline*: every record's statistics at that moment, keyed by
+//!   (owner id, record key, site), and the per-CPU sums. Snapshots and the final profile subtract
+//!   it. The baseline is only touched by the thread that holds the profile writer's lock (the
+//!   `DUMP` flag of `dump.rs`), so never concurrently.
+
+use crate::state;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use lockmeter_core::Stats;
+
+/// Set while metering is paused on request (`ctl pause`, before `--delay`, after `--duration`).
+pub(crate) static PAUSED: AtomicBool = AtomicBool::new(false);
+/// Ticks of the last resume: holds acquired before it are not timed (their release may have
+/// been missed while paused).
+pub(crate) static RESUMED_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// Pauses metering: hooks pass through from now on. Changes nothing once the profile was written.
+pub(crate) fn pause() {
+    PAUSED.store(true, Relaxed);
+    let _ = state::STATE.compare_exchange(state::READY, state::PAUSED, AcqRel, Relaxed);
+}
+
+/// Resumes metering after [`pause`].
+pub(crate) fn resume() {
+    RESUMED_TICKS.store(lockmeter_core::clock::now(), Relaxed);
+    PAUSED.store(false, Relaxed);
+    let _ = state::STATE.compare_exchange(state::PAUSED, state::READY, AcqRel, Relaxed);
+}
+
+/// The metering state to go back to after an exec that failed.
+pub(crate) fn running_state() -> u8 {
+    if PAUSED.load(Relaxed) { state::PAUSED } else { state::READY }
+}
+
+/// Room for the socket path (`/tmp/lockmeter-UID/PID.sock`, NUL-terminated).
+pub(crate) const SOCK_PATH_MAX: usize = 108;
+
+struct SockPath(UnsafeCell<[u8; SOCK_PATH_MAX]>);
+// SAFETY: written only by `set_sock_path`, before the control thread starts (constructor, or the
+// only thread of a fork child); read afterwards.
+unsafe impl Sync for SockPath {}
+static SOCK_PATH: SockPath = SockPath(UnsafeCell::new([0; SOCK_PATH_MAX]));
+/// Whether `SOCK_PATH` names a socket we bound.
+static SOCK_BOUND: AtomicBool = AtomicBool::new(false);
+
+/// Records the control socket's path (NUL-terminated, at most `SOCK_PATH_MAX` bytes).
+///
+/// # Safety
+/// Only while no other thread of ours runs (constructor or fork child).
+pub(crate) unsafe fn set_sock_path(p: &[u8]) {
+    // SAFETY: by the caller's contract nobody reads the buffer now.
+    let buf = unsafe { &mut *SOCK_PATH.0.get() };
+    let n = p.len().min(SOCK_PATH_MAX - 1);
+    buf[..n].copy_from_slice(&p[..n]);
+    buf[n] = 0;
+    SOCK_BOUND.store(true, Release);
+}
+
+/// Forgets the socket path (a fork child: the parent's socket is not ours).
+pub(crate) fn forget_sock_path() {
+    SOCK_BOUND.store(false, Release);
+}
+
+/// Removes the control socket (the process image ends: exit, exec, fatal signal).
+pub(crate) fn unlink_sock() {
+    if SOCK_BOUND.swap(false, AcqRel) {
+        // SAFETY: NUL-terminated path written before the flag was set, not written since.
+        unsafe { libc::unlink(SOCK_PATH.0.get().cast()) };
+    }
+}
+
+/// The reset baseline (see the module docs).
+struct Base {
+    /// (owner, key, site) per slot; owner 0 marks the exited threads' row, key 0 an empty slot.
+    keys: *mut [u64; 3],
+    vals: *mut Stats,
+    cap: usize,
+    bytes: usize,
+    /// Per-CPU (acquisitions, contended, wait) sums over all threads at the reset.
+    cpus: [[u64; 3]; state::MAX_CPUS],
+    /// Whether a reset happened.
+    set: bool,
+}
+
+struct Shared(UnsafeCell<Base>);
+// SAFETY: only the holder of the profile writer's lock (`dump.rs`'s DUMP flag) touches it.
+unsafe impl Sync for Shared {}
+static BASE: Shared = Shared(UnsafeCell::new(Base {
+    keys: core::ptr::null_mut(),
+    vals: core::ptr::null_mut(),
+    cap: 0,
+    bytes: 0,
+    cpus: [[0; 3]; state::MAX_CPUS],
+    set: false,
+}));
+
+/// The baseline, for the holder of the writer's lock.
+///
+/// # Safety
+/// The caller holds the profile writer's lock (or is the only thread), and does not keep two of
+/// these alive at once.
+#[allow(clippy::mut_from_ref)]
+unsafe fn base() -> &'static mut Base {
+    // SAFETY: by the caller's contract.
+    unsafe { &mut *BASE.0.get() }
+}
+
+/// Starts a new, empty baseline with room for `n` records. False when it cannot be mapped (the
+/// old baseline is then gone too: the caller reports the failure).
+///
+/// # Safety
+/// As [`base`].
+pub(crate) unsafe fn begin(n: usize) -> bool {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    drop_mapping(b);
+    let cap = (n.max(8) * 2).next_power_of_two();
+    let bytes = cap * (size_of::<[u64; 3]>() + size_of::<Stats>());
+    let mem = state::map_zeroed(bytes);
+    b.cpus = [[0; 3]; state::MAX_CPUS];
+    if mem.is_null() {
+        b.set = false;
+        return false;
+    }
+    b.keys = mem.cast();
+    // SAFETY: the values follow the keys inside the mapping (cap * 24 bytes, 8-aligned).
+    b.vals = unsafe { mem.add(cap * size_of::<[u64; 3]>()) }.cast();
+    b.cap = cap;
+    b.bytes = bytes;
+    b.set = true;
+    true
+}
+
+fn drop_mapping(b: &mut Base) {
+    if !b.keys.is_null() {
+        // SAFETY: the mapping made by `begin`; no reference into it outlives this call.
+        unsafe { libc::munmap(b.keys.cast(), b.bytes) };
+    }
+    b.keys = core::ptr::null_mut();
+    b.vals = core::ptr::null_mut();
+    b.cap = 0;
+    b.bytes = 0;
+}
+
+/// Forgets the baseline (a fork child starts a fresh profile).
+///
+/// # Safety
+/// Only the process's single thread (fork child).
+pub(crate) unsafe fn clear() {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    drop_mapping(b);
+    b.set = false;
+    b.cpus = [[0; 3]; state::MAX_CPUS];
+}
+
+fn slot_of(b: &Base, key: [u64; 3]) -> Option<(usize, bool)> {
+    if b.keys.is_null() || key[1] == 0 {
+        return None;
+    }
+    let h = lockmeter_core::mix64(key[0] ^ key[1].rotate_left(17) ^ key[2].rotate_left(41));
+    let mut i = h as usize & (b.cap - 1);
+    for _ in 0..b.cap {
+        // SAFETY: i < cap, inside the mapping.
+        let k = unsafe { *b.keys.add(i) };
+        if k == key {
+            return Some((i, true));
+        }
+        if k[1] == 0 {
+            return Some((i, false));
+        }
+        i = (i + 1) & (b.cap - 1);
+    }
+    None
+}
+
+/// Records `st` as the baseline of record (owner, key, site).
+///
+/// # Safety
+/// As [`base`].
+pub(crate) unsafe fn put(owner: u64, key: u64, site: u64, st: &Stats) {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    if let Some((i, _)) = slot_of(b, [owner, key, site]) {
+        // SAFETY: i < cap, inside the mapping; only this thread touches it.
+        unsafe {
+            *b.keys.add(i) = [owner, key, site];
+            b.vals.add(i).write(st.clone());
+        }
+    }
+}
+
+/// Adds per-CPU figures to the CPU baseline.
+///
+/// # Safety
+/// As [`base`].
+pub(crate) unsafe fn put_cpu(cpu: usize, acq: u64, contended: u64, wait: u64) {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    if let Some(c) = b.cpus.get_mut(cpu) {
+        c[0] += acq;
+        c[1] += contended;
+        c[2] += wait;
+    }
+}
+
+/// `st` less the baseline of record (owner, key, site); whether a reset happened (a record
+/// with nothing since then is left out). Maxima cannot be taken back: they stay (since the
+/// start) while the record has waits (holds) after the reset, and are 0 otherwise.
+///
+/// # Safety
+/// As [`base`].
+pub(crate) unsafe fn subtract(owner: u64, key: u64, site: u64, st: &mut Stats) -> bool {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    if !b.set {
+        return false;
+    }
+    let Some((i, true)) = slot_of(b, [owner, key, site]) else { return true };
+    // SAFETY: i < cap and the slot was written by `put`.
+    let o = unsafe { &*b.vals.add(i) };
+    let sub = |a: &mut u64, b: u64| *a = a.saturating_sub(b);
+    sub(&mut st.acquisitions, o.acquisitions);
+    sub(&mut st.contended, o.contended);
+    sub(&mut st.trylock_failures, o.trylock_failures);
+    sub(&mut st.wait_ns_total, o.wait_ns_total);
+    sub(&mut st.hold_ns_total, o.hold_ns_total);
+    sub(&mut st.holds_timed, o.holds_timed);
+    sub(&mut st.owner_changes, o.owner_changes);
+    sub(&mut st.cnt_hold, o.cnt_hold);
+    sub(&mut st.cnt_lock, o.cnt_lock);
+    sub(&mut st.cond_waits, o.cond_waits);
+    sub(&mut st.cond_wait_ns, o.cond_wait_ns);
+    for (a, b) in st.wait_hist.iter_mut().zip(o.wait_hist.iter()) {
+        sub(a, *b);
+    }
+    for (a, b) in st.hold_hist.iter_mut().zip(o.hold_hist.iter()) {
+        sub(a, *b);
+    }
+    if st.contended == 0 {
+        st.wait_ns_max = 0;
+    }
+    if st.holds_timed == 0 {
+        st.hold_ns_max = 0;
+    }
+    true
+}
+
+/// Per-CPU figures less the CPU baseline.
+///
+/// # Safety
+/// As [`base`].
+pub(crate) unsafe fn subtract_cpu(cpu: usize, acq: &mut u64, contended: &mut u64, wait: &mut u64) {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    if let Some(c) = b.cpus.get(cpu).filter(|_| b.set) {
+        *acq = acq.saturating_sub(c[0]);
+        *contended = contended.saturating_sub(c[1]);
+        *wait = wait.saturating_sub(c[2]);
+    }
+}
+
+/// Whether a record's statistics (after subtraction) hold nothing at all.
+pub(crate) fn is_zero(st: &Stats) -> bool {
+    st.is_empty() && st.holds_timed == 0 && st.hold_ns_total == 0 && st.contended == 0
+}
