@@ -25,7 +25,13 @@ fn init_inner() {
         return;
     }
     crate::real::resolve_all();
-    sys::init_cpu_id();
+    // SAFETY: glibc's own variables of these names, or null.
+    unsafe {
+        sys::init_cpu_id(
+            crate::real::data_symbol(b"__rseq_offset\0").cast(),
+            crate::real::data_symbol(b"__rseq_size\0").cast(),
+        )
+    };
 
     // Configuration: every setting is defined once, in `lockmeter_core::settings`.
     let hold = getenv(settings::HOLD.env_c).and_then(settings::parse_hold).unwrap_or(0);

@@ -102,10 +102,12 @@ static RSEQ_OFFSET: AtomicIsize = AtomicIsize::new(0);
 /// 0 = unknown, 1 = rseq usable, 2 = use sched_getcpu.
 static CPU_MODE: AtomicU8 = AtomicU8::new(0);
 
-/// Finds glibc's rseq area (glibc >= 2.35 exports `__rseq_offset` and `__rseq_size`).
-pub(crate) fn init_cpu_id() {
-    let off = crate::real::data_symbol(b"__rseq_offset\0") as *const isize;
-    let size = crate::real::data_symbol(b"__rseq_size\0") as *const u32;
+/// Finds glibc's rseq area from the addresses of glibc's `__rseq_offset` and `__rseq_size` (glibc
+/// >= 2.35 exports them; null when it does not).
+///
+/// # Safety
+/// Each pointer is null or points at the glibc variable of that name.
+pub(crate) unsafe fn init_cpu_id(off: *const isize, size: *const u32) {
     if off.is_null()
         || size.is_null()
         || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
@@ -113,7 +115,8 @@ pub(crate) fn init_cpu_id() {
         CPU_MODE.store(2, Relaxed);
         return;
     }
-    // SAFETY: both point at glibc's exported, initialized read-only variables.
+    // SAFETY: both point at glibc's exported, initialized read-only variables (the caller's
+    // contract).
     let (off, size) = unsafe { (*off, *size) };
     if size < 8 {
         CPU_MODE.store(2, Relaxed);
