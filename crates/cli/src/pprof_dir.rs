@@ -20,24 +20,40 @@ use std::time::Duration;
 /// and generation, kind, mode, waiter frames, holder site and frames.
 type EventKey = (u32, u64, u32, u8, u8, Vec<u64>, u64, Option<Vec<u64>>);
 
-fn keyed(p: &Profile) -> HashMap<EventKey, (u64, u64)> {
-    let locks: HashMap<u32, (u64, u32)> =
-        p.locks.iter().map(|l| (l.id, (l.address, l.generation))).collect();
-    let stacks: HashMap<u32, &Vec<u64>> = p.stacks.iter().map(|s| (s.id, &s.frames)).collect();
-    let mut m = HashMap::new();
-    for e in &p.events {
-        let (addr, generation) = locks.get(&e.lock).copied().unwrap_or((0, 0));
-        let k = (
+/// A profile's events by [`EventKey`], the same key in every snapshot of one process.
+struct Keys<'p> {
+    locks: HashMap<u32, (u64, u32)>,
+    stacks: HashMap<u32, &'p Vec<u64>>,
+}
+
+impl<'p> Keys<'p> {
+    fn new(p: &'p Profile) -> Self {
+        Keys {
+            locks: p.locks.iter().map(|l| (l.id, (l.address, l.generation))).collect(),
+            stacks: p.stacks.iter().map(|s| (s.id, &s.frames)).collect(),
+        }
+    }
+
+    fn of(&self, e: &Event) -> EventKey {
+        let (addr, generation) = self.locks.get(&e.lock).copied().unwrap_or((0, 0));
+        (
             e.thread,
             addr,
             generation,
             e.kind as u8,
             e.mode as u8,
-            stacks.get(&e.stack).map(|s| s.to_vec()).unwrap_or_default(),
+            self.stacks.get(&e.stack).map(|s| s.to_vec()).unwrap_or_default(),
             e.holder_site,
-            e.holder_stack.and_then(|h| stacks.get(&h)).map(|s| s.to_vec()),
-        );
-        let v: &mut (u64, u64) = m.entry(k).or_default();
+            e.holder_stack.and_then(|h| self.stacks.get(&h)).map(|s| s.to_vec()),
+        )
+    }
+}
+
+fn keyed(p: &Profile) -> HashMap<EventKey, (u64, u64)> {
+    let keys = Keys::new(p);
+    let mut m = HashMap::new();
+    for e in &p.events {
+        let v: &mut (u64, u64) = m.entry(keys.of(e)).or_default();
         v.0 += e.count;
         v.1 += e.wait_ns;
     }
@@ -50,24 +66,12 @@ fn delta(prev: Option<&Profile>, cur: &Profile) -> Profile {
     let mut d = cur.clone();
     let Some(prev) = prev else { return d };
     let before = keyed(prev);
-    let locks: HashMap<u32, (u64, u32)> =
-        cur.locks.iter().map(|l| (l.id, (l.address, l.generation))).collect();
-    let stacks: HashMap<u32, &Vec<u64>> = cur.stacks.iter().map(|s| (s.id, &s.frames)).collect();
+    let keys = Keys::new(cur);
     d.events = cur
         .events
         .iter()
         .filter_map(|e| {
-            let (addr, generation) = locks.get(&e.lock).copied().unwrap_or((0, 0));
-            let k = (
-                e.thread,
-                addr,
-                generation,
-                e.kind as u8,
-                e.mode as u8,
-                stacks.get(&e.stack).map(|s| s.to_vec()).unwrap_or_default(),
-                e.holder_site,
-                e.holder_stack.and_then(|h| stacks.get(&h)).map(|s| s.to_vec()),
-            );
+            let k = keys.of(e);
             let (c, w) = before.get(&k).copied().unwrap_or((0, 0));
             let ev = Event {
                 count: e.count.saturating_sub(c),
