@@ -97,6 +97,7 @@ mod tests {
                     Value::Clock => "monotonic".into(),
                     Value::Text => "x".into(),
                     Value::Switch => "1".into(),
+                    Value::Choice(names) => names[names.len() - 1].into(),
                 };
                 argv.push(f.to_string());
                 argv.push(v);

@@ -40,6 +40,8 @@ pub enum Value {
     Text,
     /// `1` switches it on.
     Switch,
+    /// One of the names listed.
+    Choice(&'static [&'static str]),
 }
 
 /// One setting.
@@ -107,6 +109,10 @@ impl Setting {
             Value::Switch => match v {
                 "0" | "1" => Ok(()),
                 _ => Err(format!("{name} takes 0 or 1, not '{v}'")),
+            },
+            Value::Choice(names) => match names.contains(&v) {
+                true => Ok(()),
+                false => Err(format!("{name} takes one of {}, not '{v}'", names.join(", "))),
             },
         }
     }
@@ -293,6 +299,20 @@ setting!(
     "unset",
     "Set by the collector across exec: the number of the image within its process (0, then +1 after each exec)."
 );
+/// The lock algorithms `--lock` swaps in (`pthread`: none, glibc's own); the lab's
+/// `lockmeter_locks::cabi::ALGOS` are the others (a test there checks the two lists agree).
+pub const SWAP_LOCKS: &[&str] =
+    &["pthread", "tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive"];
+
+setting!(
+    LOCK,
+    "LOCKMETER_LOCK",
+    Cli::Flag("--lock"),
+    Value::Choice(SWAP_LOCKS),
+    "ALGO",
+    "pthread",
+    "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex or adaptive. Other mutex types keep glibc's implementation; the profile's notes count them."
+);
 setting!(
     DISABLE,
     "LOCKMETER_DISABLE",
@@ -315,6 +335,7 @@ pub const SETTINGS: &[Setting] = &[
     STACKS,
     EVENTS,
     CLOCK,
+    LOCK,
     TSC_HZ,
     ROOT_PPID,
     IMAGE_SEQ,

@@ -260,6 +260,8 @@ mod tests {
             assert_eq!(Algo::from_u8(a as u8), Some(a));
         }
         assert_eq!(Algo::from_name(b"clh"), None);
+        let names: Vec<&str> = ALGOS.iter().map(|a| a.name()).collect();
+        assert_eq!(lockmeter_core::settings::SWAP_LOCKS[1..], names[..], "--lock's list");
     }
 
     /// Mutual exclusion on zeroed memory: a non-atomic counter incremented under the lock, with

@@ -100,6 +100,7 @@ fn init_inner() {
         libc::atexit(on_exit);
         libc::pthread_atfork(None, None, Some(on_fork_child));
     }
+    crate::swap::init(getenv(settings::LOCK.env_c));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGABRT] {
         install_signal(sig);
     }
@@ -223,6 +224,7 @@ extern "C" fn on_fork_child() {
     state::reset_thread();
     crate::unwind::reset_pool();
     dump::reset_for_child();
+    crate::swap::reset_for_child();
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

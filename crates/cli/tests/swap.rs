@@ -1,0 +1,239 @@
+//! End-to-end tests of lock swapping (`lockmeter run --lock ALGO`): the program's default pthread
+//! mutexes and their condvars run on a lab algorithm, metered as usual, and the program behaves
+//! as it does on glibc's.
+//!
+//! Ground-truth programs (`tests/programs/`): swap_counter.c (T threads x N lock/unlock on M
+//! mutexes, a counter incremented under each: the profile's acquisitions and the counters are
+//! exact; one recursive and one error-checking mutex stay glibc's and the profile's note counts
+//! them), swap_pc.c (producer/consumer on condvars, timed waits and locks, trylocks, fork).
+//! memcached under memcaslap runs under `mcs` and `adaptive` (skipped, with the reason printed,
+//! when either program is missing).
+//!
+//! Needs gcc. Run with `cargo test -p lockmeter --test swap`.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Every algorithm `--lock` takes besides `pthread`.
+const ALGOS: [&str; 7] = ["tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive"];
+
+fn notes(p: &Profile) -> Vec<String> {
+    p.json["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_str())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn every_algorithm_keeps_mutual_exclusion_and_exact_counts() {
+    let s = Scratch::new("swap-counter");
+    let exe = s.compile("swap_counter");
+    // Small enough for spin locks on an oversubscribed 2-core machine.
+    let (t, n, m) = (3u64, 5000u64, 4u64);
+    for algo in ALGOS {
+        let out = format!("{}.lmp", algo.replace(':', "-"));
+        let args = [t.to_string(), n.to_string(), m.to_string()];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = run_metered(&s, &out, &["--lock", algo], &exe, &args);
+        ran.expect_code(0);
+        let want_acq = t * n + 2 * t;
+        assert!(
+            ran.stdout.contains(&format!("acquisitions {want_acq}\n"))
+                && ran.stdout.contains(&format!("counted {} expected {}\n", t * n, t * n)),
+            "{algo}: the program's own totals\n{ran}"
+        );
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        p.expect_nothing_dropped();
+        p.eq(format!("{algo}: totals.acquisitions"), p.totals("acquisitions"), want_acq);
+        for k in 0..m {
+            p.expect_lock(&elem("swap_locks", k, MUTEX_SIZE), "mutex", t * n / m);
+        }
+        p.expect_lock("swap_rec", "mutex", t);
+        p.expect_lock("swap_ec", "mutex", t);
+        let want = format!(
+            "lock swapping: {m} mutexes ran on {algo}; 2 kept glibc's implementation (1 recursive, 1 error-checking)"
+        );
+        p.check(notes(&p).contains(&want), format!("{algo}: note `{want}`"));
+    }
+}
+
+#[test]
+fn without_lock_nothing_is_swapped_and_no_note_is_written() {
+    let s = Scratch::new("swap-off");
+    let exe = s.compile("swap_counter");
+    let ran = run_metered(&s, "p.lmp", &["--lock", "pthread"], &exe, &["2", "1000", "2"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.eq("totals.acquisitions", p.totals("acquisitions"), 2 * 1000 + 4);
+    p.check(!notes(&p).iter().any(|n| n.starts_with("lock swapping")), "no swapping note");
+}
+
+#[test]
+fn unknown_algorithm_is_refused_in_one_line() {
+    let s = Scratch::new("swap-bad");
+    let ran = lockmeter(&s.dir, &["run", "--lock", "clh", "--", "true"]);
+    assert_ne!(ran.code(), 0, "{ran}");
+    assert!(ran.stderr.contains("--lock takes one of pthread, tas"), "{ran}");
+}
+
+#[test]
+fn condvars_timeouts_trylocks_and_fork_behave_under_every_algorithm() {
+    let s = Scratch::new("swap-pc");
+    let exe = s.compile("swap_pc");
+    let (pr, co, k) = (1u64, 2u64, 1000u64);
+    let n = pr * k;
+    for algo in ALGOS {
+        let out = format!("{}.lmp", algo.replace(':', "-"));
+        let args = [pr.to_string(), co.to_string(), k.to_string()];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = run_metered(&s, &out, &["--lock", algo], &exe, &args);
+        ran.expect_code(0);
+        assert!(
+            ran.stdout.contains(&format!("items {n} sum {}\n", n * (n + 1) / 2))
+                && ran.stdout.contains("ok\n"),
+            "{algo}: the program's output\n{ran}"
+        );
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        let notes = notes(&p);
+        // pc_lock and held: both default mutexes, both swapped.
+        let want = format!("lock swapping: 2 mutexes ran on {algo}; 0 kept glibc's implementation");
+        p.check(notes.contains(&want), format!("{algo}: note `{want}`"));
+        p.check(p.totals("cond_waits") > 0, format!("{algo}: condvar waits metered"));
+    }
+}
+
+/// Runs memcached under `lockmeter run --lock ALGO`, drives it with memcaslap (no get may miss),
+/// checks a set/get round trip, then shuts it down and checks the profile.
+fn memcached_under(algo: &str) {
+    let (Ok(_), Ok(_)) = (which("memcached"), which("memcaslap")) else {
+        eprintln!(
+            "skipped: memcached or memcaslap is not installed (.ci/install.sh installs them)"
+        );
+        return;
+    };
+    let s = Scratch::new(&format!("swap-memcached-{}", algo.replace(':', "-")));
+    let port = 20000 + (std::process::id() % 20000) as u16 + if algo == "mcs" { 0 } else { 1 };
+    let out = s.path("mc.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--lock", algo, "--", "memcached"]);
+    cmd.args([
+        "-u",
+        "root",
+        "-A",
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-t",
+        "4",
+        "-p",
+        &port.to_string(),
+    ]);
+    let child = spawn(&mut cmd);
+    let addr = format!("127.0.0.1:{port}");
+    let start = Instant::now();
+    let mut conn = loop {
+        match TcpStream::connect(&addr) {
+            Ok(c) => break c,
+            Err(e) if start.elapsed() > Duration::from_secs(30) => {
+                let ran = finish("memcached".into(), child, b"", Duration::from_secs(1));
+                panic!("memcached did not listen on {addr}: {e}\n{ran}");
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let load = std::process::Command::new("memcaslap")
+        .args(["-s", &addr, "-t", "3s", "-T", "2", "-c", "16"])
+        .output()
+        .expect("cannot run memcaslap");
+    let load_out = String::from_utf8_lossy(&load.stdout).into_owned();
+    assert!(load.status.success(), "memcaslap failed under {algo}:\n{load_out}");
+    let mut r = BufReader::new(conn.try_clone().unwrap());
+    conn.write_all(b"set swapkey 0 0 5\r\nhello\r\nget swapkey\r\n").unwrap();
+    let mut lines = Vec::new();
+    for _ in 0..4 {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        lines.push(l);
+    }
+    assert_eq!(lines, ["STORED\r\n", "VALUE swapkey 0 5\r\n", "hello\r\n", "END\r\n"], "{algo}");
+    // memcaslap's own count of the commands it got answers to, against memcached's.
+    conn.write_all(b"stats\r\n").unwrap();
+    let mut stats = String::new();
+    loop {
+        let mut l = String::new();
+        if r.read_line(&mut l).unwrap() == 0 || l == "END\r\n" {
+            break;
+        }
+        stats.push_str(&l);
+    }
+    let stat = |k: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {k} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in stats:\n{stats}"))
+    };
+    let sent = |k: &str| -> u64 {
+        load_out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{k}: ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in memcaslap's output:\n{load_out}"))
+    };
+    // Every get found its key, on both sides (a lost update in memcached's tables would miss),
+    // and memcached processed no more commands than memcaslap sent (it may have dropped those
+    // still in flight when memcaslap stopped), plus our set and get.
+    assert_eq!(sent("get_misses"), 0, "{algo}: memcaslap's misses\n{load_out}");
+    assert_eq!(stat("get_misses"), 0, "{algo}: memcached's misses\n{stats}");
+    assert_eq!(stat("get_hits"), stat("cmd_get"), "{algo}: hits\n{stats}");
+    let (gets, sets) = (sent("cmd_get"), sent("cmd_set"));
+    assert!(gets > 0 && sets > 0, "{algo}: memcaslap did nothing\n{load_out}");
+    assert!(
+        stat("cmd_get") <= gets + 1 && stat("cmd_set") <= sets + 1 && stat("cmd_set") > 1,
+        "{algo}: memcached's counts against memcaslap's\n{stats}\n{load_out}"
+    );
+    let served = stat("cmd_get") + stat("cmd_set");
+    conn.write_all(b"shutdown\r\n").unwrap();
+    let mut rest = String::new();
+    let _ = r.read_to_string(&mut rest);
+    let ran = finish(format!("memcached under --lock {algo}"), child, b"", RUN_LIMIT);
+    let p = Profile::load(&out, &ran);
+    p.check_consistency();
+    let swapped = notes(&p).iter().any(|n| {
+        n.starts_with("lock swapping: ")
+            && n.contains(&format!(" mutexes ran on {algo};"))
+            && !n.starts_with("lock swapping: 0 ")
+    });
+    p.check(swapped, format!("{algo}: memcached's mutexes were swapped"));
+    p.check(p.totals("acquisitions") > served, "more acquisitions than commands");
+}
+
+fn which(prog: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+#[test]
+fn memcached_runs_under_mcs() {
+    memcached_under("mcs");
+}
+
+#[test]
+fn memcached_runs_under_adaptive() {
+    memcached_under("adaptive");
+}
