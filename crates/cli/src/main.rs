@@ -2,6 +2,7 @@
 //! `lockmeter-preload` (the collector), `lockmeter-format` (profiles), `lockmeter-report`
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
+mod compare;
 mod demo;
 mod diff_cmd;
 mod export_cmd;
@@ -30,6 +31,9 @@ enum Command {
     /// Run a program and meter every pthread lock it takes; at exit, print the locks it waited on
     /// most, who waited on whom, and what to run next.
     Run(run::RunArgs),
+    /// Run a program under several lock algorithms (`run --lock`), interleaved, and compare
+    /// their wall time, a metric of the program's output and the top lock's wait and hold.
+    Compare(compare::CompareArgs),
     /// Record kernel locks and the futex waits of any program (Rust, Go, JVM, static), with eBPF.
     Record(record::RecordArgs),
     /// Print a report of a profile.
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Compare(a) => compare::compare(a).map(|_| ExitCode::SUCCESS),
         Command::Record(a) => record::record(a),
         Command::Report(a) => report_cmd::report(a).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => plot_cmd::plot(a).map(|_| ExitCode::SUCCESS),

@@ -237,3 +237,67 @@ fn memcached_runs_under_mcs() {
 fn memcached_runs_under_adaptive() {
     memcached_under("adaptive");
 }
+
+#[test]
+fn compare_runs_each_lock_interleaved_and_reads_the_metric() {
+    let s = Scratch::new("swap-compare");
+    let exe = s.compile("swap_counter");
+    let dir = s.path("cmp");
+    let ran = lockmeter(
+        &s.dir,
+        &[
+            "compare",
+            "--locks",
+            "pthread,adaptive",
+            "--runs",
+            "2",
+            "--metric",
+            "counted ([0-9]+)",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            "2",
+            "2000",
+            "2",
+        ],
+    );
+    ran.expect_code(0);
+    // One row per lock: 2 runs, the program's own count as the metric (exact: 2 x 2000), the
+    // top lock is one of the two swap_locks, pthread is the 1.00x baseline.
+    for lock in ["pthread", "adaptive"] {
+        let row = ran
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(lock))
+            .unwrap_or_else(|| panic!("no row for {lock}\n{ran}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], "2", "runs of {lock}: {row}\n{ran}");
+        assert!(cells.contains(&"4000") && cells.contains(&"4000..4000"), "metric: {row}\n{ran}");
+        assert!(row.contains("swap_locks"), "top lock: {row}\n{ran}");
+        if lock == "pthread" {
+            assert!(row.ends_with("1.00x"), "{row}");
+        }
+    }
+    // Interleaved: run 1 of each before run 2 of any (progress lines in order).
+    let order: Vec<&str> = ran.stderr.lines().filter(|l| l.starts_with("lockmeter: [")).collect();
+    assert_eq!(order.len(), 4, "{ran}");
+    assert!(
+        order[0].contains("pthread, run 1/2") && order[1].contains("adaptive, run 1/2"),
+        "{ran}"
+    );
+    assert!(
+        order[2].contains("adaptive, run 2/2") && order[3].contains("pthread, run 2/2"),
+        "{ran}"
+    );
+    for f in ["pthread-run1.lmp", "pthread-run2.lmp", "adaptive-run1.lmp", "adaptive-run2.lmp"] {
+        assert!(dir.join(f).is_file(), "{f} missing\n{ran}");
+    }
+    let svg = std::fs::read_to_string(dir.join("compare.svg")).expect("the figure");
+    assert!(svg.contains("\nadaptive\n"), "the figure names adaptive");
+    // An unknown lock is refused before anything runs, in one line.
+    let bad = lockmeter(&s.dir, &["compare", "--locks", "pthread,clh", "--", "true"]);
+    assert_eq!(bad.code(), 2, "{bad}");
+    assert_eq!(bad.stderr.lines().count(), 1, "{bad}");
+    assert!(bad.stderr.contains("unknown lock 'clh'"), "{bad}");
+}
