@@ -5,7 +5,9 @@
 //! Ground-truth programs (`tests/programs/`): swap_counter.c (T threads x N lock/unlock on M
 //! mutexes, a counter incremented under each: the profile's acquisitions and the counters are
 //! exact; one recursive and one error-checking mutex stay glibc's and the profile's note counts
-//! them), swap_pc.c (producer/consumer on condvars, timed waits and locks, trylocks, fork).
+//! them), swap_pc.c (producer/consumer on condvars, timed waits and locks, trylocks, fork),
+//! swap_early.c + swap_early_lib.c (a mutex locked through glibc by a library constructor, before
+//! swapping began, stays glibc's; the note counts it). `compare` runs swap_counter.c.
 //! memcached under memcaslap runs under `mcs` and `adaptive` (skipped, with the reason printed,
 //! when either program is missing).
 //!
@@ -300,4 +302,31 @@ fn compare_runs_each_lock_interleaved_and_reads_the_metric() {
     assert_eq!(bad.code(), 2, "{bad}");
     assert_eq!(bad.stderr.lines().count(), 1, "{bad}");
     assert!(bad.stderr.contains("unknown lock 'clh'"), "{bad}");
+}
+
+#[test]
+fn a_mutex_glibc_held_before_swapping_stays_glibc_and_is_counted() {
+    let s = Scratch::new("swap-early");
+    s.compile_with("swap_early_lib", "libswapearly.so", &["-fPIC", "-shared"]);
+    let flags = ["-L", s.dir.to_str().unwrap(), "-lswapearly", "-Wl,-rpath,$ORIGIN"];
+    let exe = s.compile_with("swap_early", "swap_early", &flags);
+    let (t, n) = (3u64, 3000u64);
+    for algo in ["mcs", "adaptive"] {
+        let out = format!("{algo}.lmp");
+        let ran = run_metered(&s, &out, &["--lock", algo], &exe, &[&t.to_string(), &n.to_string()]);
+        ran.expect_code(0);
+        let want = format!("early {} late {} expected {}\n", t * n, t * n, t * n);
+        assert!(ran.stdout.contains(&want), "{algo}: {want}\n{ran}");
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        // The busy trylock failed; the constructor's lock was not metered (before the collector
+        // was ready), main's unlock ended no metered hold.
+        p.expect_lock("early_lock", "mutex", t * n);
+        p.eq("early_lock trylock failures", u(p.lock("early_lock"), "trylock_failures"), 1);
+        p.expect_lock("late_lock", "mutex", t * n);
+        let want = format!(
+            "lock swapping: 1 mutexes ran on {algo}; 1 kept glibc's implementation (1 held through glibc when first seen)"
+        );
+        p.check(notes(&p).contains(&want), format!("{algo}: note `{want}`"));
+    }
 }
