@@ -8,6 +8,7 @@ mod diff_cmd;
 mod export_cmd;
 mod flame_cmd;
 mod hints;
+mod lock_filter;
 mod overhead;
 mod plot_cmd;
 mod record;

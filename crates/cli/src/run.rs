@@ -23,6 +23,10 @@ pub(crate) struct RunArgs {
     /// The collector's settings (one flag per row of `lockmeter_core::settings`).
     #[command(flatten)]
     pub(crate) collector: CollectorArgs,
+    /// With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an
+    /// array of them, from the executable's symbol table); the others keep glibc's.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) lock_filter: Option<String>,
     /// Locks shown in the short report.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,
@@ -235,6 +239,10 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
     let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
+    if let Some(name) = &args.lock_filter {
+        let v = crate::lock_filter::env_value(&exe, name, &args.collector)?;
+        cmd.env(settings::LOCK_FILTER.env, v);
+    }
     if args.kernel {
         return run_with_kernel(command, &cmd, &lib, &output, blind_spot, args);
     }

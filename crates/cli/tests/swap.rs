@@ -330,3 +330,32 @@ fn a_mutex_glibc_held_before_swapping_stays_glibc_and_is_counted() {
         p.check(notes(&p).contains(&want), format!("{algo}: note `{want}`"));
     }
 }
+
+#[test]
+fn lock_filter_swaps_only_the_named_object() {
+    let s = Scratch::new("swap-filter");
+    let exe = s.compile("swap_pc");
+    for algo in ["mcs", "adaptive"] {
+        // pc_lock (with its two condvars) swapped; `held` (and its condvar) stays glibc's.
+        let out = format!("{algo}.lmp");
+        let opts = ["--lock", algo, "--lock-filter", "pc_lock"];
+        let ran = run_metered(&s, &out, &opts, &exe, &["1", "2", "1000"]);
+        ran.expect_code(0);
+        assert!(
+            ran.stdout.contains("items 1000 sum 500500\n") && ran.stdout.contains("ok\n"),
+            "{ran}"
+        );
+        let p = Profile::load(&s.path(&out), &ran);
+        let want = format!(
+            "lock swapping: 1 mutexes ran on {algo}; 1 kept glibc's implementation (1 outside --lock-filter)"
+        );
+        p.check(notes(&p).contains(&want), format!("{algo}: note `{want}`"));
+    }
+    // The named object must exist; the filter needs --lock.
+    let bad = run_metered(&s, "x.lmp", &["--lock", "mcs", "--lock-filter", "no_such"], &exe, &[]);
+    assert_eq!(bad.code(), 2, "{bad}");
+    assert!(bad.stderr.contains("no data object 'no_such'"), "{bad}");
+    let bad = run_metered(&s, "y.lmp", &["--lock-filter", "pc_lock"], &exe, &[]);
+    assert_eq!(bad.code(), 2, "{bad}");
+    assert!(bad.stderr.contains("give --lock ALGO too"), "{bad}");
+}

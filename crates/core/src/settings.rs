@@ -314,6 +314,15 @@ setting!(
     "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex or adaptive. Other mutex types keep glibc's implementation; the profile's notes count them."
 );
 setting!(
+    LOCK_FILTER,
+    "LOCKMETER_LOCK_FILTER",
+    Cli::Own("--lock-filter"),
+    Value::Text,
+    "NAME",
+    "every mutex",
+    "With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an array of them, from the executable's symbol table); the others keep glibc's. `run` passes the collector OFFSET+SIZE (hex, from the executable's load address)."
+);
+setting!(
     DISABLE,
     "LOCKMETER_DISABLE",
     Cli::None,
@@ -336,6 +345,7 @@ pub const SETTINGS: &[Setting] = &[
     EVENTS,
     CLOCK,
     LOCK,
+    LOCK_FILTER,
     TSC_HZ,
     ROOT_PPID,
     IMAGE_SEQ,

@@ -15,7 +15,8 @@
 //! # The decision, once per mutex, at its first lock after the constructor
 //! The mode word is set by one compare-and-swap, so every thread agrees. A mutex stays native
 //! (glibc's implementation) when its type is not the default one (recursive, error-checking,
-//! robust, priority-inheritance or -protection, process-shared: counted by reason), or when
+//! robust, priority-inheritance or -protection, process-shared: counted by reason), when it is
+//! outside the `LOCKMETER_LOCK_FILTER` range (`run --lock-filter NAME`), or when
 //! glibc's lock word shows it held: it was locked through glibc before swapping began (in
 //! another constructor, say), and the lab algorithm must never unlock a glibc hold. An unlock of
 //! an undecided mutex is glibc's (only glibc can have locked it).
@@ -30,7 +31,7 @@
 //! Every function here leaves `errno` as it found it (the lab locks' futex calls may set it).
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use libc::{clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 use lockmeter_locks::cabi::{self, Algo};
 
@@ -53,8 +54,9 @@ enum Reason {
     Priority,
     Shared,
     HeldBeforeSwap,
+    Filtered,
 }
-const REASONS: usize = 6;
+const REASONS: usize = 7;
 const REASON_TEXT: [&[u8]; REASONS] = [
     b"recursive",
     b"error-checking",
@@ -62,21 +64,66 @@ const REASON_TEXT: [&[u8]; REASONS] = [
     b"priority-inheritance or -protection",
     b"process-shared",
     b"held through glibc when first seen",
+    b"outside --lock-filter",
 ];
 static NOT_SWAPPED: [AtomicU64; REASONS] = [const { AtomicU64::new(0) }; REASONS];
 /// Mutexes swapped (decisions made).
 static SWAPPED_COUNT: AtomicU64 = AtomicU64::new(0);
 
-/// Reads `LOCKMETER_LOCK` (constructor). An unknown name stops the program with a message:
-/// running it unswapped would measure something else than was asked.
-pub(crate) fn init(raw: Option<&[u8]>) {
+/// `--lock-filter`: the address range of the mutexes to swap (`FILTER_HI` 0: every mutex).
+static FILTER_LO: AtomicUsize = AtomicUsize::new(0);
+static FILTER_HI: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads `LOCKMETER_LOCK` and `LOCKMETER_LOCK_FILTER` (constructor). An unknown name or a
+/// malformed filter stops the program with a message: running it otherwise would measure
+/// something else than was asked.
+pub(crate) fn init(raw: Option<&[u8]>, filter: Option<&[u8]>) {
     let Some(name) = raw.filter(|v| !v.is_empty() && *v != b"pthread") else { return };
-    match Algo::from_name(name) {
-        Some(a) => ALGO.store(a as u8, Relaxed),
-        None => crate::sys::fatal(
+    let Some(a) = Algo::from_name(name) else {
+        crate::sys::fatal(
             "lockmeter: unknown LOCKMETER_LOCK; use pthread, tas, ttas, ticket, mcs, mcs:park, futex or adaptive\n",
-        ),
+        )
+    };
+    if let Some(f) = filter.filter(|f| !f.is_empty()) {
+        let parsed = f
+            .iter()
+            .position(|&c| c == b'+')
+            .and_then(|i| Some((parse_hex(f.get(..i)?)?, parse_hex(f.get(i + 1..)?)?)));
+        let Some((off, size)) = parsed.filter(|&(_, n)| n > 0) else {
+            crate::sys::fatal(
+                "lockmeter: LOCKMETER_LOCK_FILTER is OFFSET+SIZE in hex (lockmeter run --lock-filter NAME computes it)\n",
+            )
+        };
+        let lo = exe_base().wrapping_add(off);
+        FILTER_LO.store(lo, Relaxed);
+        FILTER_HI.store(lo.wrapping_add(size), Relaxed);
     }
+    ALGO.store(a as u8, Relaxed);
+}
+
+/// A hexadecimal number (no prefix).
+fn parse_hex(b: &[u8]) -> Option<usize> {
+    if b.is_empty() || b.len() > 16 {
+        return None;
+    }
+    b.iter().try_fold(0usize, |v, &c| Some(v << 4 | (c as char).to_digit(16)? as usize))
+}
+
+/// The main executable's load address: where its program headers are, minus their address in
+/// the file's layout (`PT_PHDR`); 0 for a position-dependent executable.
+fn exe_base() -> usize {
+    // SAFETY: getauxval has no preconditions.
+    let (phdr, phnum) =
+        unsafe { (libc::getauxval(libc::AT_PHDR) as usize, libc::getauxval(libc::AT_PHNUM)) };
+    for i in 0..phnum as usize {
+        // SAFETY: the kernel's auxiliary vector points at the executable's `phnum` mapped
+        // program headers.
+        let ph = unsafe { &*(phdr as *const libc::Elf64_Phdr).add(i) };
+        if ph.p_type == libc::PT_PHDR {
+            return phdr.wrapping_sub(ph.p_vaddr as usize);
+        }
+    }
+    0
 }
 
 /// The algorithm, when swapping is on.
@@ -152,7 +199,10 @@ unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32) -> u32 {
             core::ptr::read_volatile(m as *const c_int),
         )
     };
-    let reason = if kind & 16 != 0 {
+    let (lo, hi) = (FILTER_LO.load(Relaxed), FILTER_HI.load(Relaxed));
+    let reason = if hi != 0 && !(lo..hi).contains(&(m as usize)) {
+        Some(Reason::Filtered)
+    } else if kind & 16 != 0 {
         Some(Reason::Robust)
     } else if kind & (32 | 64) != 0 {
         Some(Reason::Priority)
