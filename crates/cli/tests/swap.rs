@@ -7,7 +7,9 @@
 //! exact; one recursive and one error-checking mutex stay glibc's and the profile's note counts
 //! them), swap_pc.c (producer/consumer on condvars, timed waits and locks, trylocks, fork),
 //! swap_early.c + swap_early_lib.c (a mutex locked through glibc by a library constructor, before
-//! swapping began, stays glibc's; the note counts it). `compare` runs swap_counter.c.
+//! swapping began, stays glibc's; the note counts it), swap_rw.c (`--rwlock qrwlock`: readers
+//! and writers exclude, exact read and write counts, timeouts, a process-shared rwlock kept).
+//! `compare` runs swap_counter.c.
 //! memcached under memcaslap runs under `mcs` and `adaptive` (skipped, with the reason printed,
 //! when either program is missing).
 //!
@@ -358,4 +360,29 @@ fn lock_filter_swaps_only_the_named_object() {
     let bad = run_metered(&s, "y.lmp", &["--lock-filter", "pc_lock"], &exe, &[]);
     assert_eq!(bad.code(), 2, "{bad}");
     assert!(bad.stderr.contains("give --lock ALGO too"), "{bad}");
+}
+
+#[test]
+fn rwlocks_swapped_to_qrwlock_exclude_writers_and_count_exactly() {
+    let s = Scratch::new("swap-rw");
+    let exe = s.compile("swap_rw");
+    let (t, n) = (3u64, 4000u64);
+    let writes: u64 = (0..t).map(|t| (0..n).filter(|i| (i + t) % 4 == 0).count() as u64).sum();
+    let reads = t * n - writes;
+    for opts in [&["--rwlock", "qrwlock"][..], &["--rwlock", "qrwlock", "--lock", "mcs"][..]] {
+        let ran = run_metered(&s, "p.lmp", opts, &exe, &[&t.to_string(), &n.to_string()]);
+        ran.expect_code(0);
+        assert!(ran.stdout.contains(&format!("reads {reads} writes {writes}\nok\n")), "{ran}");
+        let p = Profile::load(&s.path("p.lmp"), &ran);
+        p.check_consistency();
+        // The workers' operations, the main thread's read lock and the timeout thread's
+        // tryrdlock.
+        let l = p.expect_lock("rw", "rwlock", t * n + 2);
+        p.eq("rw reads", u(l, "read_acquisitions"), reads + 2);
+        p.eq("rw writes", u(l, "write_acquisitions"), writes);
+        p.expect_lock("rw_shared", "rwlock", 1);
+        let want = "rwlock swapping: 1 rwlocks ran on qrwlock; 1 kept glibc's implementation (1 process-shared, 0 held through glibc when first seen)";
+        p.check(notes(&p).iter().any(|x| x == want), format!("note `{want}`"));
+        let _ = std::fs::remove_file(s.path("p.lmp"));
+    }
 }

@@ -314,6 +314,15 @@ setting!(
     "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex or adaptive. Other mutex types keep glibc's implementation; the profile's notes count them."
 );
 setting!(
+    RWLOCK,
+    "LOCKMETER_RWLOCK",
+    Cli::Flag("--rwlock"),
+    Value::Choice(&["pthread", "qrwlock"]),
+    "ALGO",
+    "pthread",
+    "Run the program's process-private pthread rwlocks on this lab algorithm instead of glibc's: pthread (no swap) or qrwlock (fair: a recursive read lock taken while a writer waits deadlocks). The profile's notes count the rwlocks that were not swapped."
+);
+setting!(
     LOCK_FILTER,
     "LOCKMETER_LOCK_FILTER",
     Cli::Own("--lock-filter"),
@@ -345,6 +354,7 @@ pub const SETTINGS: &[Setting] = &[
     EVENTS,
     CLOCK,
     LOCK,
+    RWLOCK,
     LOCK_FILTER,
     TSC_HZ,
     ROOT_PPID,

@@ -14,15 +14,16 @@
 //! | `mcs`, `mcs:park` | 2 pointers (tail, holder's node) | [`Mcs<Pause>`](crate::Mcs), [`Mcs<Park>`](crate::Mcs) |
 //! | `futex` | u32 | [`FutexMutex`](crate::FutexMutex) |
 //! | `adaptive` | u32 + u64 | [`Adaptive`](crate::Adaptive) |
+//! | `qrwlock` ([`rw`]) | u32 + ticket | [`QRwLock<Pause>`](crate::QRwLock) |
 //!
 //! Not here (yet): `clh` (its queue needs a dummy node, so zero cannot mean unlocked without a
 //! lazily allocated node), `qspin` and `unfair-q` (their nodes live in an arena that allocates).
 
 use crate::qnode::PNode;
 use crate::relax::{Backoff, Park, Pause};
-use crate::{Adaptive, FutexMutex, Mcs, Tas, Ticket, Ttas};
+use crate::{Adaptive, FutexMutex, Mcs, QRwLock, Tas, Ticket, Ttas};
 use core::sync::atomic::{AtomicBool, Ordering::*};
-use lock_api::RawMutex;
+use lock_api::{RawMutex, RawRwLock};
 
 /// Bytes a state may take (aligned to 8).
 pub const STATE_BYTES: usize = 16;
@@ -87,6 +88,7 @@ const _: () = {
     assert!(size_of::<Mcs<Park>>() <= STATE_BYTES && align_of::<Mcs<Park>>() <= 8);
     assert!(size_of::<FutexMutex>() <= STATE_BYTES && align_of::<FutexMutex>() <= 8);
     assert!(size_of::<Adaptive>() <= STATE_BYTES && align_of::<Adaptive>() <= 8);
+    assert!(size_of::<QRwLock<Pause>>() <= STATE_BYTES && align_of::<QRwLock<Pause>>() <= 8);
 };
 
 /// A pool node: the queue node and whether it is free (set by whichever thread unlocks).
@@ -242,6 +244,46 @@ pub unsafe fn is_locked(algo: Algo, p: *mut u8) -> bool {
     }
 }
 
+/// The reader-writer lock `--rwlock qrwlock` swaps in: [`QRwLock<Pause>`](crate::QRwLock) (12
+/// bytes, zero = unlocked, no allocation). Fair (FIFO behind a waiting writer): a thread that
+/// takes a read lock it already holds while a writer waits deadlocks, which glibc's default
+/// (reader-preferring) rwlock allows.
+pub mod rw {
+    use super::*;
+
+    /// Takes the lock at `p` shared (`write` false) or exclusive.
+    ///
+    /// # Safety
+    /// As for [`lock`](super::lock), for a reader-writer state.
+    pub unsafe fn lock(p: *mut u8, write: bool) {
+        // SAFETY: the caller's contract.
+        let l = unsafe { at::<QRwLock<Pause>>(p) };
+        if write { l.lock_exclusive() } else { l.lock_shared() }
+    }
+
+    /// Tries to take the lock at `p` shared or exclusive.
+    ///
+    /// # Safety
+    /// As for [`lock`].
+    pub unsafe fn try_lock(p: *mut u8, write: bool) -> bool {
+        // SAFETY: the caller's contract.
+        let l = unsafe { at::<QRwLock<Pause>>(p) };
+        if write { l.try_lock_exclusive() } else { l.try_lock_shared() }
+    }
+
+    /// Releases the caller's hold of the lock at `p`: the writer's when it is write-locked (no
+    /// reader can hold it then), else one reader's.
+    ///
+    /// # Safety
+    /// As for [`lock`], and the caller holds the lock.
+    pub unsafe fn unlock(p: *mut u8) {
+        // SAFETY: the caller's contract.
+        let l = unsafe { at::<QRwLock<Pause>>(p) };
+        // SAFETY: the caller holds it, exclusively exactly when it is write-locked.
+        unsafe { if l.is_locked_exclusive() { l.unlock_exclusive() } else { l.unlock_shared() } }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +294,46 @@ mod tests {
     struct State(UnsafeCell<[u8; STATE_BYTES]>);
     // SAFETY: only accessed through the atomics of the lock types.
     unsafe impl Sync for State {}
+
+    #[test]
+    fn zeroed_rwlock_excludes_writers_and_counts_readers() {
+        let s = State(UnsafeCell::new([0; STATE_BYTES]));
+        let count = UnsafeCell::new(0u64);
+        struct Shared<'a>(&'a UnsafeCell<u64>);
+        // SAFETY: written under the write lock, read under the read lock.
+        unsafe impl Sync for Shared<'_> {}
+        let c = Shared(&count);
+        std::thread::scope(|sc| {
+            for t in 0..3u64 {
+                let (s, c) = (&s, &c);
+                sc.spawn(move || {
+                    let p = s.0.get() as *mut u8;
+                    for i in 0..5000u64 {
+                        // SAFETY: a zeroed state used as a reader-writer lock only.
+                        unsafe {
+                            let write = (i + t) % 3 == 0;
+                            if i % 11 == 0 {
+                                while !rw::try_lock(p, write) {
+                                    std::hint::spin_loop();
+                                }
+                            } else {
+                                rw::lock(p, write);
+                            }
+                            if write {
+                                *c.0.get() += 1;
+                            } else {
+                                core::hint::black_box(*c.0.get());
+                            }
+                            rw::unlock(p);
+                        }
+                    }
+                });
+            }
+        });
+        let writes: u64 =
+            (0..3u64).map(|t| (0..5000u64).filter(|i| (i + t) % 3 == 0).count() as u64).sum();
+        assert_eq!(count.into_inner(), writes);
+    }
 
     #[test]
     fn names_round_trip() {

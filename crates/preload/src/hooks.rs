@@ -243,6 +243,11 @@ macro_rules! rw_blocking {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                let w = matches!($mode, Mode::Write);
+                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), || s.lock(w));
+            }
             meter::lock_with(
                 l as usize,
                 LockKind::RwLock,
@@ -269,6 +274,11 @@ macro_rules! rw_try {
     ($name:ident, $imp:ident, $mode:expr, $try:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                let w = matches!($mode, Mode::Write);
+                return meter::trylock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w));
+            }
             // SAFETY: forwarded with the caller's arguments.
             meter::trylock_with(l as usize, LockKind::RwLock, $mode, site, || unsafe { real::$try(l) })
         }
@@ -281,6 +291,13 @@ macro_rules! rw_timed {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, t: *const timespec, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                let w = matches!($mode, Mode::Write);
+                // SAFETY: `t` is the caller's deadline.
+                let timed = || unsafe { s.timed_lock(w, libc::CLOCK_REALTIME, t) };
+                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), timed);
+            }
             meter::lock_with(
                 l as usize,
                 LockKind::RwLock,
@@ -313,6 +330,16 @@ macro_rules! rw_clock {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
+                    return libc::EINVAL; // glibc checks the clock first
+                }
+                let w = matches!($mode, Mode::Write);
+                // SAFETY: `t` is the caller's deadline.
+                let timed = || unsafe { s.timed_lock(w, c, t) };
+                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), timed);
+            }
             meter::lock_with(
                 l as usize,
                 LockKind::RwLock,
@@ -347,6 +374,10 @@ rw_clock!(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's rwlock (the libc contract).
+    if let Some(s) = unsafe { swap::rw_existing(l) } {
+        return meter::unlock_with(l as usize, || s.unlock());
+    }
     // SAFETY: forwarded with the caller's arguments.
     meter::unlock_with(l as usize, || unsafe { real::rwlock_unlock(l) })
 }
@@ -371,8 +402,13 @@ pub unsafe extern "C" fn pthread_rwlock_init(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    let r = unsafe { real::rwlock_destroy(l) };
+    // SAFETY: the caller's rwlock (the libc contract); forwarded with the caller's arguments.
+    let r = unsafe {
+        match swap::rw_existing(l) {
+            Some(s) => s.destroy(l),
+            None => real::rwlock_destroy(l),
+        }
+    };
     if r == 0 {
         renew(l as usize, LockKind::RwLock);
     }

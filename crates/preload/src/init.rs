@@ -101,6 +101,7 @@ fn init_inner() {
         libc::pthread_atfork(None, None, Some(on_fork_child));
     }
     crate::swap::init(getenv(settings::LOCK.env_c), getenv(settings::LOCK_FILTER.env_c));
+    crate::swap::init_rw(getenv(settings::RWLOCK.env_c));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGABRT] {
         install_signal(sig);
     }
