@@ -69,6 +69,35 @@ fn every_algorithm_keeps_mutual_exclusion_and_exact_counts() {
     }
 }
 
+/// The swapped mutexes are reached through both symbol versions of the functions glibc 2.34
+/// moved into libc (`pthread_mutex_trylock@GLIBC_2.2.5` and `@@GLIBC_2.34`): a glibc trylock on
+/// a swapped mutex would read the lab lock's state as its own and break the count.
+#[test]
+fn the_old_symbol_versions_reach_the_swapped_mutexes() {
+    let s = Scratch::new("swap-old");
+    let exe = s.compile_with("swap_counter", "swap_counter_old", &["-DOLD_SYMVER"]);
+    let nm = std::process::Command::new("objdump").arg("-T").arg(&exe).output();
+    if let Ok(o) = nm {
+        let syms = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            syms.lines().any(|l| l.contains("pthread_mutex_trylock") && !l.contains("GLIBC_2.34")),
+            "the program binds the old trylock:\n{syms}"
+        );
+    }
+    for algo in ["ticket", "adaptive"] {
+        let out = format!("{algo}.lmp");
+        let ran = run_metered(&s, &out, &["--lock", algo], &exe, &["3", "3000", "2"]);
+        ran.expect_code(0);
+        assert!(ran.stdout.contains("counted 9000 expected 9000\n"), "{algo}\n{ran}");
+        let p = Profile::load(&s.path(&out), &ran);
+        p.eq("totals.acquisitions", p.totals("acquisitions"), 9000 + 6);
+        let want = format!(
+            "lock swapping: 2 mutexes ran on {algo}; 2 kept glibc's implementation (1 recursive, 1 error-checking)"
+        );
+        p.check(notes(&p).contains(&want), format!("{algo}: note `{want}`"));
+    }
+}
+
 #[test]
 fn without_lock_nothing_is_swapped_and_no_note_is_written() {
     let s = Scratch::new("swap-off");

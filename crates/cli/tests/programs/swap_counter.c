@@ -4,9 +4,23 @@
  * increments. One recursive and one error-checking mutex (`swap_rec`, `swap_ec`, glibc's
  * implementation under every --lock) are taken once per thread. Prints the totals it expects
  * and what the counters hold.
- * Args: T N M (M <= 16). */
+ * Args: T N M (M <= 16). Built with -DOLD_SYMVER it binds to the GLIBC_2.2.5 versions. */
 #include "e2e_common.h"
 #include <sched.h>
+
+#ifdef OLD_SYMVER
+/* Bind to the pre-2.34 versions of the functions that have two (glibc moved them from
+ * libpthread into libc): the swapped mutexes must be reached through both. */
+#if defined(__x86_64__)
+#define OLDV "GLIBC_2.2.5"
+#elif defined(__aarch64__)
+#define OLDV "GLIBC_2.17"
+#else
+#error "OLD_SYMVER: x86_64 or aarch64 only"
+#endif
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@" OLDV);
+__asm__(".symver pthread_mutex_init,pthread_mutex_init@" OLDV);
+#endif
 
 #define MAXM 16
 pthread_mutex_t swap_locks[MAXM] = {
