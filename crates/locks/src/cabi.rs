@@ -3,8 +3,8 @@
 //!
 //! Every state here fits in [`STATE_BYTES`] bytes aligned to 8 (it lives inside the caller's
 //! `pthread_mutex_t`), all-zero bytes mean "unlocked" (so `PTHREAD_MUTEX_INITIALIZER` works),
-//! and no operation allocates: the MCS queue nodes come from a fixed per-thread pool of
-//! [`NODES_PER_THREAD`] nodes (one per MCS lock the thread holds at once).
+//! and no operation allocates: the MCS and CLH queue nodes come from a fixed per-thread pool of
+//! [`NODES_PER_THREAD`] nodes (one per queue lock the thread holds at once).
 //!
 //! | [`Algo`] | state | type |
 //! |---|---|---|
@@ -16,8 +16,9 @@
 //! | `adaptive` | u32 + u64 | [`Adaptive`](crate::Adaptive) |
 //! | `qrwlock` ([`rw`]) | u32 + ticket | [`QRwLock<Pause>`](crate::QRwLock) |
 //!
-//! Not here (yet): `clh` (its queue needs a dummy node, so zero cannot mean unlocked without a
-//! lazily allocated node), `qspin` and `unfair-q` (their nodes live in an arena that allocates).
+//! | `clh` | 2 pointers (tail, holder's node) | [`ClhC`]: CLH whose empty queue is a null tail |
+//!
+//! Not here (yet): `qspin` and `unfair-q` (their nodes live in an arena that allocates).
 
 use crate::qnode::PNode;
 use crate::relax::{Backoff, Park, Pause};
@@ -27,7 +28,7 @@ use lock_api::{RawMutex, RawRwLock};
 
 /// Bytes a state may take (aligned to 8).
 pub const STATE_BYTES: usize = 16;
-/// MCS nodes per thread: how many MCS-swapped locks one thread can hold at once.
+/// Queue nodes per thread: how many MCS- or CLH-swapped locks one thread can hold at once.
 pub const NODES_PER_THREAD: usize = 32;
 
 /// A swappable algorithm.
@@ -48,11 +49,21 @@ pub enum Algo {
     Futex = 6,
     /// Spin-then-park with eventual fairness.
     Adaptive = 7,
+    /// CLH queue lock ([`ClhC`]), spinning.
+    Clh = 8,
 }
 
 /// Every algorithm, in the order help text lists them.
-pub const ALGOS: [Algo; 7] =
-    [Algo::Tas, Algo::Ttas, Algo::Ticket, Algo::Mcs, Algo::McsPark, Algo::Futex, Algo::Adaptive];
+pub const ALGOS: [Algo; 8] = [
+    Algo::Tas,
+    Algo::Ttas,
+    Algo::Ticket,
+    Algo::Mcs,
+    Algo::McsPark,
+    Algo::Futex,
+    Algo::Adaptive,
+    Algo::Clh,
+];
 
 impl Algo {
     /// The name `--lock` takes (the bench registry's name).
@@ -65,6 +76,7 @@ impl Algo {
             Algo::McsPark => "mcs:park",
             Algo::Futex => "futex",
             Algo::Adaptive => "adaptive",
+            Algo::Clh => "clh",
         }
     }
 
@@ -89,7 +101,81 @@ const _: () = {
     assert!(size_of::<FutexMutex>() <= STATE_BYTES && align_of::<FutexMutex>() <= 8);
     assert!(size_of::<Adaptive>() <= STATE_BYTES && align_of::<Adaptive>() <= 8);
     assert!(size_of::<QRwLock<Pause>>() <= STATE_BYTES && align_of::<QRwLock<Pause>>() <= 8);
+    assert!(size_of::<ClhC>() <= STATE_BYTES && align_of::<ClhC>() <= 8);
 };
+
+/// A CLH queue lock whose empty queue is a null tail, so that all-zero bytes are unlocked and no
+/// dummy node is needed (the lab's [`Clh`](crate::Clh) starts with one).
+///
+/// Lock: take a pool node marked `LOCKED`, `pred = swap(tail, me)`; with no predecessor the lock
+/// is ours; otherwise spin on the predecessor's node until it is `RELEASED`, then give that node
+/// back to its pool (nobody else references it: its owner let go of it by releasing). Unlock:
+/// `cmpxchg(tail, me → null)` and give my node back when nobody queued behind me; otherwise
+/// store `RELEASED` into my node, which my successor gives back. A real `try_lock`: it only
+/// enters an empty queue (`cmpxchg(tail, null → me)`). FIFO, local spinning.
+#[derive(Debug)]
+#[repr(C)]
+pub struct ClhC {
+    tail: core::sync::atomic::AtomicPtr<PNode>,
+    holder: core::sync::atomic::AtomicPtr<PNode>,
+}
+
+const CLH_RELEASED: u32 = 0;
+const CLH_LOCKED: u32 = 1;
+
+impl ClhC {
+    fn lock(&self) {
+        let me = take_node();
+        // SAFETY: a node of our pool, ours until released.
+        unsafe { (*me).state.store(CLH_LOCKED, Relaxed) };
+        let pred = self.tail.swap(me, AcqRel);
+        if !pred.is_null() {
+            // SAFETY: the predecessor's node stays live until we give it back below (its owner
+            // lets go of it by storing RELEASED, and only we wait on it).
+            let ps = unsafe { &(*pred).state };
+            while ps.load(Acquire) != CLH_RELEASED {
+                core::hint::spin_loop();
+            }
+            // SAFETY: released, and referenced by nobody else.
+            unsafe { give_node(pred) };
+        }
+        self.holder.store(me, Relaxed);
+    }
+
+    fn try_lock(&self) -> bool {
+        if !self.tail.load(Relaxed).is_null() {
+            return false;
+        }
+        let me = take_node();
+        // SAFETY: a node of our pool.
+        unsafe { (*me).state.store(CLH_LOCKED, Relaxed) };
+        if self.tail.compare_exchange(core::ptr::null_mut(), me, AcqRel, Relaxed).is_ok() {
+            self.holder.store(me, Relaxed);
+            true
+        } else {
+            // SAFETY: never published.
+            unsafe { give_node(me) };
+            false
+        }
+    }
+
+    /// # Safety
+    /// The lock is held.
+    unsafe fn unlock(&self) {
+        let me = self.holder.load(Relaxed);
+        if self.tail.compare_exchange(me, core::ptr::null_mut(), Release, Relaxed).is_ok() {
+            // SAFETY: nobody queued behind us: the node is referenced by nobody.
+            unsafe { give_node(me) };
+        } else {
+            // SAFETY: the holder's node; from this store on it belongs to the successor.
+            unsafe { (*me).state.store(CLH_RELEASED, Release) };
+        }
+    }
+
+    fn is_locked(&self) -> bool {
+        !self.tail.load(Relaxed).is_null()
+    }
+}
 
 /// A pool node: the queue node and whether it is free (set by whichever thread unlocks).
 #[repr(C)]
@@ -117,7 +203,7 @@ fn take_node() -> *mut PNode {
     match n {
         Ok(Some(n)) => n,
         _ => {
-            const MSG: &[u8] = b"lockmeter: a thread holds more swapped MCS locks at once than its node pool has (32), or is exiting; use another --lock\n";
+            const MSG: &[u8] = b"lockmeter: a thread holds more swapped MCS/CLH locks at once than its node pool has (32), or is exiting; use another --lock\n";
             // SAFETY: writing a static buffer to stderr, then aborting.
             unsafe {
                 libc::write(2, MSG.as_ptr().cast(), MSG.len());
@@ -163,6 +249,7 @@ pub unsafe fn lock(algo: Algo, p: *mut u8) {
             Algo::McsPark => at::<Mcs<Park>>(p).lock_node(take_node()),
             Algo::Futex => at::<FutexMutex>(p).lock(),
             Algo::Adaptive => at::<Adaptive>(p).lock(),
+            Algo::Clh => at::<ClhC>(p).lock(),
         }
     }
 }
@@ -201,6 +288,7 @@ pub unsafe fn try_lock(algo: Algo, p: *mut u8) -> bool {
             Algo::McsPark => mcs::<Park>(p),
             Algo::Futex => at::<FutexMutex>(p).try_lock(),
             Algo::Adaptive => at::<Adaptive>(p).try_lock(),
+            Algo::Clh => at::<ClhC>(p).try_lock(),
         }
     }
 }
@@ -221,6 +309,7 @@ pub unsafe fn unlock(algo: Algo, p: *mut u8) {
             Algo::McsPark => give_node(at::<Mcs<Park>>(p).unlock_node()),
             Algo::Futex => at::<FutexMutex>(p).unlock(),
             Algo::Adaptive => at::<Adaptive>(p).unlock(),
+            Algo::Clh => at::<ClhC>(p).unlock(),
         }
     }
 }
@@ -240,6 +329,7 @@ pub unsafe fn is_locked(algo: Algo, p: *mut u8) -> bool {
             Algo::McsPark => at::<Mcs<Park>>(p).is_locked(),
             Algo::Futex => at::<FutexMutex>(p).is_locked(),
             Algo::Adaptive => at::<Adaptive>(p).is_locked(),
+            Algo::Clh => at::<ClhC>(p).is_locked(),
         }
     }
 }
@@ -341,7 +431,7 @@ mod tests {
             assert_eq!(Algo::from_name(a.name().as_bytes()), Some(a));
             assert_eq!(Algo::from_u8(a as u8), Some(a));
         }
-        assert_eq!(Algo::from_name(b"clh"), None);
+        assert_eq!(Algo::from_name(b"qspin"), None);
         let names: Vec<&str> = ALGOS.iter().map(|a| a.name()).collect();
         assert_eq!(lockmeter_core::settings::SWAP_LOCKS[1..], names[..], "--lock's list");
     }
