@@ -10,7 +10,8 @@
 //!
 //! With `LOCKMETER_LOCK=ALGO` (`lockmeter run --lock ALGO`) it also *swaps* the program's
 //! default-type mutexes and their condvars onto a lab algorithm of `lockmeter-locks` (see
-//! `swap.rs`), metered as usual.
+//! `swap.rs`), metered as usual; with `LOCKMETER_RWLOCK=qrwlock` (`run --rwlock qrwlock`) its
+//! process-private rwlocks.
 //!
 //! # Global invariants of the hooks
 //! - They return exactly what the real function returned and leave `errno` as it left it.
