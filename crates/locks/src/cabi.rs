@@ -4,7 +4,8 @@
 //! Every state here fits in [`STATE_BYTES`] bytes aligned to 8 (it lives inside the caller's
 //! `pthread_mutex_t`), all-zero bytes mean "unlocked" (so `PTHREAD_MUTEX_INITIALIZER` works),
 //! and no operation allocates: the MCS and CLH queue nodes come from a fixed per-thread pool of
-//! [`NODES_PER_THREAD`] nodes (one per queue lock the thread holds at once).
+//! [`NODES_PER_THREAD`] nodes (one per queue lock the thread holds at once), mapped with `mmap`
+//! at the thread's first queue lock and kept after the thread exits (8 KiB per such thread).
 //!
 //! | [`Algo`] | state | type |
 //! |---|---|---|
@@ -187,23 +188,51 @@ struct Slot {
 struct Pool([Slot; NODES_PER_THREAD]);
 
 thread_local! {
-    static POOL: Pool = const {
-        Pool([const { Slot { node: PNode::new(), taken: AtomicBool::new(false) } }; NODES_PER_THREAD])
-    };
+    // The thread's pool, mapped at its first MCS or CLH lock: a static TLS block this large
+    // would come out of every thread's stack (glibc carves static TLS from it). Never unmapped:
+    // a node may still be referenced after its thread exits (a CLH successor gives it back).
+    static POOL: core::cell::Cell<*const Pool> = const { core::cell::Cell::new(core::ptr::null()) };
+}
+
+/// This thread's pool, mapped on first use (all-zero bytes: every node free).
+fn pool() -> Option<&'static Pool> {
+    let p = POOL.try_with(|c| {
+        if c.get().is_null() {
+            // SAFETY: an anonymous private mapping; no memory of ours is affected.
+            let m = unsafe {
+                libc::mmap(
+                    core::ptr::null_mut(),
+                    core::mem::size_of::<Pool>(),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if m != libc::MAP_FAILED {
+                c.set(m as *const Pool);
+            }
+        }
+        c.get()
+    });
+    // SAFETY: a mapping of a whole `Pool`, zero-filled (all-zero is a valid `Pool`: atomics and
+    // null pointers), page-aligned (enough for the nodes' 128), never unmapped.
+    p.ok().filter(|p| !p.is_null()).map(|p| unsafe { &*p })
 }
 
 /// A free node of this thread's pool, marked taken. Aborts the process, with a message, when the
-/// thread holds more than [`NODES_PER_THREAD`] MCS locks at once.
+/// thread holds more than [`NODES_PER_THREAD`] MCS or CLH locks at once (or its pool cannot be
+/// mapped).
 fn take_node() -> *mut PNode {
-    let n = POOL.try_with(|p| {
+    let n = pool().and_then(|p| {
         p.0.iter()
             .find(|s| !s.taken.load(Relaxed) && !s.taken.swap(true, Acquire))
             .map(|s| &s.node as *const PNode as *mut PNode)
     });
     match n {
-        Ok(Some(n)) => n,
-        _ => {
-            const MSG: &[u8] = b"lockmeter: a thread holds more swapped MCS/CLH locks at once than its node pool has (32), or is exiting; use another --lock\n";
+        Some(n) => n,
+        None => {
+            const MSG: &[u8] = b"lockmeter: a thread holds more swapped MCS/CLH locks at once than its node pool has (32), or its pool cannot be mapped; use another --lock\n";
             // SAFETY: writing a static buffer to stderr, then aborting.
             unsafe {
                 libc::write(2, MSG.as_ptr().cast(), MSG.len());
