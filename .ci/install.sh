@@ -27,6 +27,9 @@ command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # Independent counts of the same tracepoints for the eBPF tests, and `perf lock` for the benchmark.
 $only_build || command -v perf >/dev/null 2>&1 || need_apt+=(linux-perf)
+# Real programs for lock swapping (`cli/tests/swap.rs`) and the README's `compare` table.
+$only_build || command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
+$only_build || command -v memcaslap >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 # sysbench mutex: a many-mutex workload in the limits tests (skipped without it) and `overhead`.
 $only_build || command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -161,6 +161,7 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
         quiet: a.quiet,
         collector: crate::settings_args::CollectorArgs::default(),
         top: 10,
+        lock_filter: None,
         kernel: false,
         pprof_dir: None,
         command: command.clone(),

@@ -2,6 +2,7 @@
 //! `lockmeter-preload` (the collector), `lockmeter-format` (profiles), `lockmeter-report`
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
+mod compare;
 mod ctl;
 mod demo;
 mod diff_cmd;
@@ -9,6 +10,7 @@ mod embedded;
 mod export_cmd;
 mod flame_cmd;
 mod hints;
+mod lock_filter;
 mod overhead;
 mod plot_cmd;
 mod pprof_dir;
@@ -40,6 +42,9 @@ enum Command {
     /// A live view of a metered program, refreshed every second: top locks by wait, contention,
     /// wait and hold, a sparkline of wait per second per lock.
     Top(top::TopArgs),
+    /// Run a program under several lock algorithms (`run --lock`), interleaved, and compare
+    /// their wall time, a metric of the program's output and the top lock's wait and hold.
+    Compare(compare::CompareArgs),
     /// Record kernel locks and the futex waits of any program (Rust, Go, JVM, static), with eBPF.
     Record(record::RecordArgs),
     /// Print a report of a profile.
@@ -78,6 +83,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Compare(a) => compare::compare(a).map(|_| ExitCode::SUCCESS),
         Command::Record(a) => record::record(a),
         Command::Ctl(a) => ctl::ctl(a).map(|_| ExitCode::SUCCESS),
         Command::Top(a) => top::top(a).map(|_| ExitCode::SUCCESS),

@@ -23,6 +23,10 @@ pub(crate) struct RunArgs {
     /// The collector's settings (one flag per row of `lockmeter_core::settings`).
     #[command(flatten)]
     pub(crate) collector: CollectorArgs,
+    /// With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an
+    /// array of them, from the executable's symbol table); the others keep glibc's.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) lock_filter: Option<String>,
     /// Locks shown in the short report.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub(crate) top: usize,
@@ -244,6 +248,10 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let manifest = crate::tree::Manifest::create();
     if let Some(m) = &manifest {
         cmd.env(settings::MANIFEST.env, m.path());
+    }
+    if let Some(name) = &args.lock_filter {
+        let v = crate::lock_filter::env_value(&exe, name, &args.collector)?;
+        cmd.env(settings::LOCK_FILTER.env, v);
     }
     if args.kernel {
         return run_with_kernel(command, &cmd, &lib, &output, manifest, blind_spot, args);

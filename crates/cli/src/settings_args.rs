@@ -99,6 +99,7 @@ mod tests {
                     Value::Text => "x".into(),
                     Value::Switch => "1".into(),
                     Value::Duration => "2s".into(),
+                    Value::Choice(names) => names[names.len() - 1].into(),
                 };
                 argv.push(f.to_string());
                 argv.push(v);

@@ -154,11 +154,31 @@ fn the_summary_names_who_waited_and_who_held_with_file_and_line() {
         "next: lockmeter report {file} --by pair | --stacks | --format html -o {}",
         html.display()
     );
+    // After a blank line, the advice for the contended locks (a hypothesis and the compare
+    // command that tests it, see report::advice), then the next commands.
+    p.eq("after who-waited, a blank line", lines.get(at + 3).copied(), Some(""));
+    let next_at = lines
+        .iter()
+        .position(|l| l.starts_with("next: "))
+        .unwrap_or_else(|| p.fail(format!("no 'next:' line\n{ran}")));
     p.eq(
         "after a blank line, the next line",
-        lines.get(at + 3..at + 5),
+        lines.get(next_at - 1..next_at + 1),
         Some(&["", next.as_str()][..]),
     );
+    if next_at > at + 4 {
+        p.eq(
+            "the advice heading",
+            lines[at + 4],
+            "advice (hypotheses from these measurements; each command tests one):",
+        );
+        p.check(
+            lines[at + 5..next_at - 1]
+                .iter()
+                .any(|l| l.starts_with("    lockmeter compare --locks pthread,")),
+            format!("a compare command in the advice\n{ran}"),
+        );
+    }
     p.check(
         ran.stderr.lines().any(|l| {
             l.starts_with("wait: on average ")

@@ -53,6 +53,8 @@ pub enum Value {
     /// A duration: a number with a unit, `ms`, `s`, `m` or `h` (a bare number is seconds),
     /// forwarded as given; collectors read it with [`parse_duration_ms`].
     Duration,
+    /// One of the names listed.
+    Choice(&'static [&'static str]),
 }
 
 /// One setting.
@@ -138,6 +140,10 @@ impl Setting {
             Value::Switch => match v {
                 "0" | "1" => Ok(()),
                 _ => Err(format!("{name} takes 0 or 1, not '{v}'")),
+            },
+            Value::Choice(names) => match names.contains(&v) {
+                true => Ok(()),
+                false => Err(format!("{name} takes one of {}, not '{v}'", names.join(", "))),
             },
         }
     }
@@ -380,6 +386,38 @@ setting!(
     "unset",
     "Set by the collector across exec: the number of the image within its process (0, then +1 after each exec)."
 );
+/// The lock algorithms `--lock` swaps in (`pthread`: none, glibc's own); the lab's
+/// `lockmeter_locks::cabi::ALGOS` are the others (a test there checks the two lists agree).
+pub const SWAP_LOCKS: &[&str] =
+    &["pthread", "tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh"];
+
+setting!(
+    LOCK,
+    "LOCKMETER_LOCK",
+    Cli::Flag("--lock"),
+    Value::Choice(SWAP_LOCKS),
+    "ALGO",
+    "pthread",
+    "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex, adaptive or clh. Other mutex types keep glibc's implementation; the profile's notes count them."
+);
+setting!(
+    RWLOCK,
+    "LOCKMETER_RWLOCK",
+    Cli::Flag("--rwlock"),
+    Value::Choice(&["pthread", "qrwlock"]),
+    "ALGO",
+    "pthread",
+    "Run the program's process-private pthread rwlocks on this lab algorithm instead of glibc's: pthread (no swap) or qrwlock (fair: a recursive read lock taken while a writer waits deadlocks). The profile's notes count the rwlocks that were not swapped."
+);
+setting!(
+    LOCK_FILTER,
+    "LOCKMETER_LOCK_FILTER",
+    Cli::Own("--lock-filter"),
+    Value::Text,
+    "NAME",
+    "every mutex",
+    "With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an array of them, from the executable's symbol table); the others keep glibc's. `run` passes the collector OFFSET+SIZE (hex, from the executable's load address)."
+);
 setting!(
     DISABLE,
     "LOCKMETER_DISABLE",
@@ -440,6 +478,9 @@ pub const SETTINGS: &[Setting] = &[
     STACKS,
     EVENTS,
     CLOCK,
+    LOCK,
+    RWLOCK,
+    LOCK_FILTER,
     TSC_HZ,
     ROOT_PPID,
     MANIFEST,

@@ -38,6 +38,7 @@ const HANDOFF: u32 = 4;
 
 /// The adaptive mutex: see the [module docs](self).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Adaptive {
     state: AtomicU32,
     next_fair: AtomicU64,

@@ -63,6 +63,8 @@ macro_rules! raw_init {
 mod primitive;
 
 pub mod adaptive;
+#[cfg(not(loom))]
+pub mod cabi;
 pub mod clh;
 pub mod futex;
 pub mod mcs;

@@ -24,6 +24,7 @@ const PARKED: u32 = 2;
 
 /// MCS queue lock with wait policy `P` (spinning, or [`Park`]): see the [module docs](self).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Mcs<P = Pause> {
     tail: AtomicPtr<PNode>,
     holder: AtomicPtr<PNode>,
@@ -100,15 +101,14 @@ pub(crate) unsafe fn grant<P: Relax>(n: *const PNode, value: u32) {
     }
 }
 
-// SAFETY: a thread holds the lock from the moment it swaps itself into an empty queue, or its
-// node is GRANTED, until it grants its successor or empties the queue; grants go to one node.
-unsafe impl<P: Relax> lock_api::RawMutex for Mcs<P> {
-    raw_init!();
-    type GuardMarker = lock_api::GuardSend;
-
-    fn lock(&self) {
-        let me = ptake();
-        // SAFETY: `me` is a live node owned by this thread.
+impl<P: Relax> Mcs<P> {
+    /// Takes the lock with the caller's queue node `me` (for callers that cannot allocate: the
+    /// node pool of [`crate::cabi`]).
+    ///
+    /// # Safety
+    /// `me` is a live node that nobody else uses until [`Self::unlock_node`] returns it.
+    pub(crate) unsafe fn lock_node(&self, me: *mut PNode) {
+        // SAFETY: `me` is a live node owned by this thread (the caller's contract).
         let n = unsafe { &*me };
         n.next.store(null_mut(), Relaxed);
         n.state.store(WAITING, Relaxed);
@@ -122,11 +122,15 @@ unsafe impl<P: Relax> lock_api::RawMutex for Mcs<P> {
         self.holder.store(me, Relaxed);
     }
 
-    fn try_lock(&self) -> bool {
+    /// Tries to take the free lock with the caller's node `me`; on failure `me` was never
+    /// published and is the caller's again.
+    ///
+    /// # Safety
+    /// As for [`Self::lock_node`].
+    pub(crate) unsafe fn try_lock_node(&self, me: *mut PNode) -> bool {
         if !self.tail.load(Relaxed).is_null() {
             return false;
         }
-        let me = ptake();
         // SAFETY: `me` is a live node owned by this thread.
         let n = unsafe { &*me };
         n.next.store(null_mut(), Relaxed);
@@ -135,22 +139,22 @@ unsafe impl<P: Relax> lock_api::RawMutex for Mcs<P> {
             self.holder.store(me, Relaxed);
             true
         } else {
-            // SAFETY: never published.
-            unsafe { pgive(me) };
             false
         }
     }
 
-    unsafe fn unlock(&self) {
+    /// Releases the lock; returns the holder's node, which nobody references any more.
+    ///
+    /// # Safety
+    /// The lock is held (taken through [`Self::lock_node`] or [`Self::try_lock_node`]).
+    pub(crate) unsafe fn unlock_node(&self) -> *mut PNode {
         let me = self.holder.load(Relaxed);
-        // SAFETY: the holder's node is live until given back below.
+        // SAFETY: the holder's node is live until given back by our caller.
         let n = unsafe { &*me };
         let mut next = n.next.load(Acquire);
         if next.is_null() {
             if self.tail.compare_exchange(me, null_mut(), Release, Relaxed).is_ok() {
-                // SAFETY: no one else references `me`: it left the queue.
-                unsafe { pgive(me) };
-                return;
+                return me;
             }
             // A successor swapped itself in and is about to link.
             loop {
@@ -163,6 +167,39 @@ unsafe impl<P: Relax> lock_api::RawMutex for Mcs<P> {
         }
         // SAFETY: `next` is a live waiting node.
         unsafe { grant::<P>(next, GRANTED) };
+        me
+    }
+}
+
+// SAFETY: a thread holds the lock from the moment it swaps itself into an empty queue, or its
+// node is GRANTED, until it grants its successor or empties the queue; grants go to one node.
+unsafe impl<P: Relax> lock_api::RawMutex for Mcs<P> {
+    raw_init!();
+    type GuardMarker = lock_api::GuardSend;
+
+    fn lock(&self) {
+        // SAFETY: a fresh node from this thread's pool, given back at unlock.
+        unsafe { self.lock_node(ptake()) }
+    }
+
+    fn try_lock(&self) -> bool {
+        if !self.tail.load(Relaxed).is_null() {
+            return false;
+        }
+        let me = ptake();
+        // SAFETY: a fresh node from this thread's pool.
+        if unsafe { self.try_lock_node(me) } {
+            true
+        } else {
+            // SAFETY: never published.
+            unsafe { pgive(me) };
+            false
+        }
+    }
+
+    unsafe fn unlock(&self) {
+        // SAFETY: the caller holds the lock (the RawMutex contract).
+        let me = unsafe { self.unlock_node() };
         // SAFETY: the successor only touches its own node from now on.
         unsafe { pgive(me) };
     }

@@ -21,8 +21,11 @@ pub(crate) struct PNode {
 }
 
 impl PNode {
-    fn new() -> Self {
-        PNode { next: AtomicPtr::new(core::ptr::null_mut()), state: AtomicU32::new(0) }
+    maybe_const_fn! {
+        /// A free node.
+        pub(crate) fn new() -> Self {
+            PNode { next: AtomicPtr::new(core::ptr::null_mut()), state: AtomicU32::new(0) }
+        }
     }
 }
 

@@ -30,6 +30,7 @@ const QR_BIAS: u32 = 1 << 9;
 
 /// A qrwlock-style fair reader-writer lock with spin policy `P`: see the [module docs](self).
 #[derive(Debug)]
+#[repr(C)]
 pub struct QRwLock<P = Pause> {
     cnts: AtomicU32,
     wait_lock: Ticket<P>,

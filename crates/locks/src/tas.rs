@@ -15,6 +15,7 @@ use std::time::Instant;
 
 /// Test-and-set byte lock with spin policy `P`: see the [module docs](self).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Tas<P = Pause> {
     locked: AtomicBool,
     _p: PhantomData<fn() -> P>,

@@ -14,6 +14,7 @@ use core::marker::PhantomData;
 
 /// Ticket lock with spin policy `P`: see the [module docs](self).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Ticket<P = Pause> {
     next: AtomicU32,
     serving: AtomicU32,

@@ -15,6 +15,7 @@ use std::time::Instant;
 /// Test-and-test-and-set lock with exponential backoff; `P` is the policy of the read-only
 /// spin: see the [module docs](self).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Ttas<P = Backoff> {
     locked: AtomicBool,
     _p: PhantomData<fn() -> P>,

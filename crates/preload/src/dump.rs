@@ -729,6 +729,13 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     d.acquisitions =
         d.acquisitions_no_thread + d.acquisitions_table_full + d.acquisitions_registry_full;
     enc.dropped(&d).ok()?;
+    let mut note = [0u8; 512];
+    for write in [crate::swap::note, crate::swap::rw_note] {
+        let n = write(&mut note);
+        if n > 0 {
+            enc.note(&note[..n]).ok()?;
+        }
+    }
     let per_pair = NS_PER_PAIR.load(Relaxed);
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,

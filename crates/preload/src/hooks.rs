@@ -9,6 +9,7 @@
 use crate::meter;
 use crate::real;
 use crate::state::{enter, leave};
+use crate::swap;
 use core::ffi::{c_char, c_int};
 use libc::{
     clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t,
@@ -104,6 +105,10 @@ unsafe fn robust_held_by_other(m: *mut pthread_mutex_t, me: u32) -> bool {
 
 trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m) } {
+        return swapped_acquire(m, site, s, || s.lock());
+    }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
     let lock = || unsafe { real::mutex_lock(m) };
@@ -113,6 +118,12 @@ unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_i
 
 trampoline!("C" fn pthread_mutex_trylock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_trylock);
 unsafe extern "C" fn imp_mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m) } {
+        return meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || {
+            s.try_lock()
+        });
+    }
     // SAFETY: forwarded with the caller's arguments.
     meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || unsafe {
         real::mutex_trylock(m)
@@ -125,6 +136,11 @@ unsafe extern "C" fn imp_mutex_timedlock(
     t: *const timespec,
     site: usize,
 ) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m) } {
+        // SAFETY: `t` is the caller's deadline.
+        return swapped_acquire(m, site, s, || unsafe { s.timed_lock(libc::CLOCK_REALTIME, t) });
+    }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
     let lock = || unsafe { real::mutex_timedlock(m, t) };
@@ -139,6 +155,14 @@ unsafe extern "C" fn imp_mutex_clocklock(
     t: *const timespec,
     site: usize,
 ) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m) } {
+        if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
+            return libc::EINVAL; // glibc checks the clock first
+        }
+        // SAFETY: `t` is the caller's deadline.
+        return swapped_acquire(m, site, s, || unsafe { s.timed_lock(c, t) });
+    }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
     let lock = || unsafe { real::mutex_clocklock(m, c, t) };
@@ -152,6 +176,10 @@ unsafe extern "C" fn imp_mutex_clocklock(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::existing(m) } {
+        return meter::unlock_with(m as usize, || s.unlock());
+    }
     // SAFETY: forwarded with the caller's arguments.
     meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
 }
@@ -176,12 +204,28 @@ pub unsafe extern "C" fn pthread_mutex_init(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    let r = unsafe { real::mutex_destroy(m) };
+    // SAFETY: the caller's mutex (the libc contract); forwarded with the caller's arguments.
+    let r = unsafe {
+        match swap::existing(m) {
+            Some(s) => s.destroy(m),
+            None => real::mutex_destroy(m),
+        }
+    };
     if r == 0 {
         renew(m as usize, LockKind::Mutex);
     }
     r
+}
+
+/// A blocking acquisition of swapped mutex `m`: the lab lock's trylock, then `lock`.
+#[inline(always)]
+fn swapped_acquire(
+    m: *mut pthread_mutex_t,
+    site: usize,
+    s: swap::Swapped,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    meter::lock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || s.try_lock(), lock)
 }
 
 fn renew(addr: usize, kind: LockKind) {
@@ -199,6 +243,11 @@ macro_rules! rw_blocking {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                let w = matches!($mode, Mode::Write);
+                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), || s.lock(w));
+            }
             meter::lock_with(
                 l as usize,
                 LockKind::RwLock,
@@ -225,6 +274,11 @@ macro_rules! rw_try {
     ($name:ident, $imp:ident, $mode:expr, $try:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                let w = matches!($mode, Mode::Write);
+                return meter::trylock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w));
+            }
             // SAFETY: forwarded with the caller's arguments.
             meter::trylock_with(l as usize, LockKind::RwLock, $mode, site, || unsafe { real::$try(l) })
         }
@@ -237,6 +291,13 @@ macro_rules! rw_timed {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, t: *const timespec, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                let w = matches!($mode, Mode::Write);
+                // SAFETY: `t` is the caller's deadline.
+                let timed = || unsafe { s.timed_lock(w, libc::CLOCK_REALTIME, t) };
+                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), timed);
+            }
             meter::lock_with(
                 l as usize,
                 LockKind::RwLock,
@@ -269,6 +330,16 @@ macro_rules! rw_clock {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
+            // SAFETY: the caller's rwlock (the libc contract).
+            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+                if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
+                    return libc::EINVAL; // glibc checks the clock first
+                }
+                let w = matches!($mode, Mode::Write);
+                // SAFETY: `t` is the caller's deadline.
+                let timed = || unsafe { s.timed_lock(w, c, t) };
+                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), timed);
+            }
             meter::lock_with(
                 l as usize,
                 LockKind::RwLock,
@@ -303,6 +374,10 @@ rw_clock!(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's rwlock (the libc contract).
+    if let Some(s) = unsafe { swap::rw_existing(l) } {
+        return meter::unlock_with(l as usize, || s.unlock());
+    }
     // SAFETY: forwarded with the caller's arguments.
     meter::unlock_with(l as usize, || unsafe { real::rwlock_unlock(l) })
 }
@@ -327,8 +402,13 @@ pub unsafe extern "C" fn pthread_rwlock_init(
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    let r = unsafe { real::rwlock_destroy(l) };
+    // SAFETY: the caller's rwlock (the libc contract); forwarded with the caller's arguments.
+    let r = unsafe {
+        match swap::rw_existing(l) {
+            Some(s) => s.destroy(l),
+            None => real::rwlock_destroy(l),
+        }
+    };
     if r == 0 {
         renew(l as usize, LockKind::RwLock);
     }
@@ -427,8 +507,13 @@ unsafe extern "C-unwind" fn imp_cond_wait(
     m: *mut pthread_mutex_t,
     site: usize,
 ) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    cond_common(m as usize, site, || unsafe { real::cond_wait(c, m) })
+    // SAFETY: forwarded with the caller's arguments; a swapped mutex waits on the swapped condvar.
+    cond_common(m as usize, site, || unsafe {
+        match swap::existing(m) {
+            Some(s) => swap::cond_wait(s, c, None, core::ptr::null()),
+            None => real::cond_wait(c, m),
+        }
+    })
 }
 
 trampoline!("C-unwind" fn pthread_cond_timedwait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_cond_timedwait);
@@ -438,8 +523,13 @@ unsafe extern "C-unwind" fn imp_cond_timedwait(
     t: *const timespec,
     site: usize,
 ) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    cond_common(m as usize, site, || unsafe { real::cond_timedwait(c, m, t) })
+    // SAFETY: as in `imp_cond_wait`.
+    cond_common(m as usize, site, || unsafe {
+        match swap::existing(m) {
+            Some(s) => swap::cond_wait(s, c, None, t),
+            None => real::cond_timedwait(c, m, t),
+        }
+    })
 }
 
 trampoline!("C-unwind" fn pthread_cond_clockwait(_c: *mut pthread_cond_t, _m: *mut pthread_mutex_t, _k: clockid_t, _t: *const timespec) -> c_int; x86 "r8", arm "x4" => imp_cond_clockwait);
@@ -450,8 +540,40 @@ unsafe extern "C-unwind" fn imp_cond_clockwait(
     t: *const timespec,
     site: usize,
 ) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    cond_common(m as usize, site, || unsafe { real::cond_clockwait(c, m, k, t) })
+    // SAFETY: as in `imp_cond_wait`.
+    cond_common(m as usize, site, || unsafe {
+        match swap::existing(m) {
+            Some(s) => swap::cond_wait(s, c, Some(k), t),
+            None => real::cond_clockwait(c, m, k, t),
+        }
+    })
+}
+
+/// Interposed `pthread_cond_signal`: wakes a waiter of the swapped condvar (when lock swapping
+/// is on and one waits), then runs glibc's signal (a no-op without glibc waiters).
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: the caller's condvar; forwarded with the caller's arguments.
+    unsafe {
+        swap::cond_wake(c, false);
+        real::cond_signal(c)
+    }
+}
+
+/// Interposed `pthread_cond_broadcast`: as [`pthread_cond_signal`], waking every waiter.
+///
+/// # Safety
+/// The libc contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: as above.
+    unsafe {
+        swap::cond_wake(c, true);
+        real::cond_broadcast(c)
+    }
 }
 
 // ---- POSIX semaphores ----

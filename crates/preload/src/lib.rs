@@ -10,6 +10,11 @@
 //! `_exit`, `exec` or a fatal signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT: `abort` and failed
 //! assertions) that the program does not handle itself.
 //!
+//! With `LOCKMETER_LOCK=ALGO` (`lockmeter run --lock ALGO`) it also *swaps* the program's
+//! default-type mutexes and their condvars onto a lab algorithm of `lockmeter-locks` (see
+//! `swap.rs`), metered as usual; with `LOCKMETER_RWLOCK=qrwlock` (`run --rwlock qrwlock`) its
+//! process-private rwlocks.
+//!
 //! # Global invariants of the hooks
 //! - They return exactly what the real function returned and leave `errno` as it left it.
 //! - No allocation, no panic, no internal lock, no system call on the metered path (the first
@@ -34,6 +39,7 @@ mod names;
 mod real;
 mod resident;
 mod state;
+mod swap;
 mod sys;
 mod timeline;
 mod unwind;

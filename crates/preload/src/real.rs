@@ -187,6 +187,8 @@ reals! {
     spin_destroy = "pthread_spin_destroy": fn(l: *mut pthread_spinlock_t) -> c_int;
     cond_wait = "pthread_cond_wait" @ COND_VERSION: fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int;
     cond_timedwait = "pthread_cond_timedwait" @ COND_VERSION: fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
+    cond_signal = "pthread_cond_signal" @ COND_VERSION: fn(c: *mut pthread_cond_t) -> c_int;
+    cond_broadcast = "pthread_cond_broadcast" @ COND_VERSION: fn(c: *mut pthread_cond_t) -> c_int;
     cond_clockwait = "pthread_cond_clockwait": fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int;
     exit_ = "_exit": fn(status: c_int) -> ();
     exit_upper = "_Exit": fn(status: c_int) -> ();

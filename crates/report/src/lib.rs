@@ -47,6 +47,7 @@
 //! assert!(out.contains("queue_lock"));
 //! ```
 
+pub mod advice;
 pub mod analysis;
 mod csvout;
 pub mod export;

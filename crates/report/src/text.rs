@@ -362,7 +362,24 @@ pub fn summary(a: &Analysis, top: usize, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w)?;
     locks_table(a, SortKey::Wait, top, 0, w)?;
     who_waited(a, SUMMARY_PAIRS, w)?;
-    kernel_sleeps_table(a, SortKey::Wait, top, w)
+    kernel_sleeps_table(a, SortKey::Wait, top, w)?;
+    advice_lines(a, w)
+}
+
+/// The advice of [`crate::advice`] for the top locks by wait: each a hypothesis and the
+/// `lockmeter compare` command that tests it.
+fn advice_lines(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
+    let v = crate::advice::advice(a, SUMMARY_PAIRS);
+    if v.is_empty() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    writeln!(w, "advice (hypotheses from these measurements; each command tests one):")?;
+    for x in v {
+        writeln!(w, "  {}: {}", printable(&x.lock, usize::MAX), x.hypothesis)?;
+        writeln!(w, "    {}", x.command)?;
+    }
+    Ok(())
 }
 
 /// `function (file:line)`, else the frame as the tables show it (`function+0xOFF`,

@@ -499,8 +499,10 @@ fn summary_names_the_top_waiter_and_holder_of_the_top_locks() {
     let s = render_to(&a, |a, w| summary(a, SUMMARY_TOP, w));
     let lines: Vec<&str> = s.lines().collect();
     let at = lines.iter().position(|l| l.starts_with("who waited on whom")).expect(&s);
+    // The section ends at the blank line before the advice.
+    let end = lines[at..].iter().position(|l| l.is_empty()).map_or(lines.len(), |e| at + e);
     assert_eq!(
-        lines[at..],
+        lines[at..end],
         [
             "who waited on whom, for the top 3 locks by wait (the top waiting site, the site that held the lock meanwhile):",
             "  queue_push (queue.c:41) waited on queue_lock held from queue_pop (queue.c:58): 79.4% of the lock's wait",

@@ -31,6 +31,7 @@
 //! assert_eq!(lines[0].to_string(), "queue;0x2020;0x1010 4500");
 //! ```
 
+pub mod compare_plot;
 pub mod diff;
 pub mod flame;
 pub mod plot;

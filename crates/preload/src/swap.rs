@@ -1,0 +1,714 @@
+//! Lock swapping (`lockmeter run --lock ALGO`): the program's default pthread mutexes run on a
+//! lab algorithm of `lockmeter_locks::cabi`, and its condvars on a futex sequence-number condvar
+//! built on that lock (glibc's `pthread_cond_wait` relocks the mutex through internal calls that
+//! cannot be interposed, so a swapped mutex needs a swapped condvar, as in LiTL).
+//!
+//! # Where the state lives (glibc's `pthread_mutex_t`, 40 bytes on x86_64 and aarch64)
+//! - offset 24 (`__list.__prev`, which glibc only uses for robust mutexes, never swapped): the
+//!   mode word: 0 undecided, [`SWAPPED`], [`NATIVE`]. `PTHREAD_MUTEX_INITIALIZER` and
+//!   `pthread_mutex_init` (a `memset`) leave it 0.
+//! - offsets 0..16 (`__lock`, `__count`, `__owner`, `__nusers`): the lab lock's state
+//!   ([`cabi::STATE_BYTES`]) once the mutex is swapped: glibc never touches them then, as no
+//!   glibc call reaches a swapped mutex (destroy is ours too).
+//! - offset 16 (`__kind`): read, never written.
+//!
+//! # The decision, once per mutex, at its first lock after the constructor
+//! The mode word is set by one compare-and-swap, so every thread agrees. A mutex stays native
+//! (glibc's implementation) when its type is not the default one (recursive, error-checking,
+//! robust, priority-inheritance or -protection, process-shared: counted by reason), when it is
+//! outside the `LOCKMETER_LOCK_FILTER` range (`run --lock-filter NAME`), or when
+//! glibc's lock word shows it held: it was locked through glibc before swapping began (in
+//! another constructor, say), and the lab algorithm must never unlock a glibc hold. An unlock of
+//! an undecided mutex is glibc's (only glibc can have locked it).
+//!
+//! # Condvars (`pthread_cond_t`, 48 bytes)
+//! A wait on a swapped mutex uses offsets 40 (sequence number) and 44 (waiters) of the condvar,
+//! `__g_signals`, which glibc's signal and broadcast never touch while `__wrefs` (offset 36)
+//! counts no glibc waiter; both our signal and glibc's run on every signal, so waiters on native
+//! mutexes are woken too. A condvar used with both swapped and native mutexes over its life is
+//! not supported (glibc's waiters would read our sequence number as signals).
+//!
+//! Every function here leaves `errno` as it found it (the lab locks' futex calls may set it).
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use libc::{clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, timespec};
+use lockmeter_locks::cabi::{self, Algo};
+
+/// The algorithm (`Algo as u8`; 0: swapping off). Set once by the constructor.
+pub(crate) static ALGO: AtomicU8 = AtomicU8::new(0);
+
+const MODE_OFFSET: usize = 24;
+const KIND_OFFSET: usize = 16;
+/// The mode word of a swapped mutex.
+const SWAPPED: u32 = 0x5357_4150;
+/// The mode word of a mutex that keeps glibc's implementation.
+const NATIVE: u32 = 0x4e41_5456;
+
+/// Why mutexes were not swapped (the profile's note counts each).
+#[derive(Clone, Copy)]
+enum Reason {
+    Recursive = 0,
+    ErrorCheck,
+    Robust,
+    Priority,
+    Shared,
+    HeldBeforeSwap,
+    Filtered,
+}
+const REASONS: usize = 7;
+const REASON_TEXT: [&[u8]; REASONS] = [
+    b"recursive",
+    b"error-checking",
+    b"robust",
+    b"priority-inheritance or -protection",
+    b"process-shared",
+    b"held through glibc when first seen",
+    b"outside --lock-filter",
+];
+static NOT_SWAPPED: [AtomicU64; REASONS] = [const { AtomicU64::new(0) }; REASONS];
+/// Mutexes swapped (decisions made).
+static SWAPPED_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// `--lock-filter`: the address range of the mutexes to swap (`FILTER_HI` 0: every mutex).
+static FILTER_LO: AtomicUsize = AtomicUsize::new(0);
+static FILTER_HI: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads `LOCKMETER_LOCK` and `LOCKMETER_LOCK_FILTER` (constructor). An unknown name or a
+/// malformed filter stops the program with a message: running it otherwise would measure
+/// something else than was asked.
+pub(crate) fn init(raw: Option<&[u8]>, filter: Option<&[u8]>) {
+    let Some(name) = raw.filter(|v| !v.is_empty() && *v != b"pthread") else { return };
+    let Some(a) = Algo::from_name(name) else {
+        crate::sys::fatal(
+            "lockmeter: unknown LOCKMETER_LOCK; use pthread, tas, ttas, ticket, mcs, mcs:park, futex, adaptive or clh\n",
+        )
+    };
+    if let Some(f) = filter.filter(|f| !f.is_empty()) {
+        let parsed = f
+            .iter()
+            .position(|&c| c == b'+')
+            .and_then(|i| Some((parse_hex(f.get(..i)?)?, parse_hex(f.get(i + 1..)?)?)));
+        let Some((off, size)) = parsed.filter(|&(_, n)| n > 0) else {
+            crate::sys::fatal(
+                "lockmeter: LOCKMETER_LOCK_FILTER is OFFSET+SIZE in hex (lockmeter run --lock-filter NAME computes it)\n",
+            )
+        };
+        let lo = exe_base().wrapping_add(off);
+        FILTER_LO.store(lo, Relaxed);
+        FILTER_HI.store(lo.wrapping_add(size), Relaxed);
+    }
+    ALGO.store(a as u8, Relaxed);
+}
+
+/// A hexadecimal number (no prefix).
+fn parse_hex(b: &[u8]) -> Option<usize> {
+    if b.is_empty() || b.len() > 16 {
+        return None;
+    }
+    b.iter().try_fold(0usize, |v, &c| Some(v << 4 | (c as char).to_digit(16)? as usize))
+}
+
+/// The main executable's load address: where its program headers are, minus their address in
+/// the file's layout (`PT_PHDR`); 0 for a position-dependent executable.
+fn exe_base() -> usize {
+    // SAFETY: getauxval has no preconditions.
+    let (phdr, phnum) =
+        unsafe { (libc::getauxval(libc::AT_PHDR) as usize, libc::getauxval(libc::AT_PHNUM)) };
+    for i in 0..phnum as usize {
+        // SAFETY: the kernel's auxiliary vector points at the executable's `phnum` mapped
+        // program headers.
+        let ph = unsafe { &*(phdr as *const libc::Elf64_Phdr).add(i) };
+        if ph.p_type == libc::PT_PHDR {
+            return phdr.wrapping_sub(ph.p_vaddr as usize);
+        }
+    }
+    0
+}
+
+/// The algorithm, when swapping is on.
+#[inline(always)]
+fn algo() -> Option<Algo> {
+    let v = ALGO.load(Relaxed);
+    if v == 0 { None } else { Algo::from_u8(v) }
+}
+
+/// The mode word of mutex `m`.
+///
+/// # Safety
+/// `m` points at a `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn mode(m: *mut pthread_mutex_t) -> &'static AtomicU32 {
+    // SAFETY: offset 24 is inside the 40-byte, 8-aligned mutex; an AtomicU32 has the layout of
+    // the u32 there.
+    unsafe { &*((m as *mut u8).add(MODE_OFFSET) as *const AtomicU32) }
+}
+
+/// A swapped mutex: its algorithm and state.
+#[derive(Clone, Copy)]
+pub(crate) struct Swapped {
+    algo: Algo,
+    state: *mut u8,
+}
+
+/// The swapped lock of `m` if `m` is swapped, deciding now when it is undecided (for the lock
+/// calls).
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`.
+#[inline(always)]
+pub(crate) unsafe fn for_lock(m: *mut pthread_mutex_t) -> Option<Swapped> {
+    let algo = algo()?;
+    // SAFETY: the caller's contract.
+    let w = unsafe { mode(m) };
+    let v = match w.load(Acquire) {
+        0 => {
+            // SAFETY: as above.
+            unsafe { decide(m, w) }
+        }
+        v => v,
+    };
+    (v == SWAPPED).then_some(Swapped { algo, state: m as *mut u8 })
+}
+
+/// The swapped lock of `m` if `m` was swapped (for unlock, destroy and condvar waits: an
+/// undecided mutex is glibc's).
+///
+/// # Safety
+/// `m` points at a `pthread_mutex_t`.
+#[inline(always)]
+pub(crate) unsafe fn existing(m: *mut pthread_mutex_t) -> Option<Swapped> {
+    let algo = algo()?;
+    // SAFETY: the caller's contract.
+    let v = unsafe { mode(m) }.load(Acquire);
+    (v == SWAPPED).then_some(Swapped { algo, state: m as *mut u8 })
+}
+
+/// Decides the mode of undecided mutex `m` (one CAS; the loser takes the winner's decision).
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`; `w` is its mode word.
+#[cold]
+#[inline(never)]
+unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32) -> u32 {
+    // SAFETY: __kind is the int at offset 16; __lock the int at offset 0 (a racy read: the CAS
+    // below is the decision, this only chooses what to propose).
+    let (kind, word) = unsafe {
+        (
+            core::ptr::read_volatile((m as *const u8).add(KIND_OFFSET) as *const c_int),
+            core::ptr::read_volatile(m as *const c_int),
+        )
+    };
+    let (lo, hi) = (FILTER_LO.load(Relaxed), FILTER_HI.load(Relaxed));
+    let reason = if hi != 0 && !(lo..hi).contains(&(m as usize)) {
+        Some(Reason::Filtered)
+    } else if kind & 16 != 0 {
+        Some(Reason::Robust)
+    } else if kind & (32 | 64) != 0 {
+        Some(Reason::Priority)
+    } else if kind & 128 != 0 {
+        Some(Reason::Shared)
+    } else if kind & 3 == 1 {
+        Some(Reason::Recursive)
+    } else if kind & 3 == 2 {
+        Some(Reason::ErrorCheck)
+    } else if word != 0 {
+        Some(Reason::HeldBeforeSwap)
+    } else {
+        None
+    };
+    let want = if reason.is_some() { NATIVE } else { SWAPPED };
+    match w.compare_exchange(0, want, AcqRel, Acquire) {
+        Ok(_) => {
+            match reason {
+                Some(r) => NOT_SWAPPED[r as usize].fetch_add(1, Relaxed),
+                None => SWAPPED_COUNT.fetch_add(1, Relaxed),
+            };
+            want
+        }
+        Err(v) => v,
+    }
+}
+
+/// Runs `f` and puts `errno` back as it was.
+#[inline(always)]
+fn keep_errno<T>(f: impl FnOnce() -> T) -> T {
+    let e = crate::sys::errno();
+    let r = f();
+    crate::sys::set_errno(e);
+    r
+}
+
+impl Swapped {
+    /// `pthread_mutex_lock`.
+    #[inline(always)]
+    pub(crate) fn lock(self) -> c_int {
+        // SAFETY: `state` is a swapped mutex's state, used by this algorithm only.
+        keep_errno(|| unsafe { cabi::lock(self.algo, self.state) });
+        0
+    }
+
+    /// `pthread_mutex_trylock`: 0 or EBUSY.
+    #[inline(always)]
+    pub(crate) fn try_lock(self) -> c_int {
+        // SAFETY: as in `lock`.
+        if keep_errno(|| unsafe { cabi::try_lock(self.algo, self.state) }) {
+            0
+        } else {
+            libc::EBUSY
+        }
+    }
+
+    /// `pthread_mutex_unlock`.
+    #[inline(always)]
+    pub(crate) fn unlock(self) -> c_int {
+        // SAFETY: as in `lock`; the caller holds the lock (else the program's error, as with a
+        // glibc normal mutex, which does not check either).
+        keep_errno(|| unsafe { cabi::unlock(self.algo, self.state) });
+        0
+    }
+
+    /// `pthread_mutex_timedlock` / `clocklock` with an absolute deadline on `clock`: tries, then
+    /// polls with growing sleeps (every lab lock can be tried; not all can leave a queue) until
+    /// the deadline. EINVAL for a clock other than realtime or monotonic, or a bad `tv_nsec`
+    /// when the lock is not free (as glibc).
+    ///
+    /// # Safety
+    /// `t` points at a readable `timespec` (the caller's argument, which glibc reads too).
+    pub(crate) unsafe fn timed_lock(self, clock: clockid_t, t: *const timespec) -> c_int {
+        // SAFETY: the caller's contract.
+        unsafe { poll_until(clock, t, || self.try_lock() == 0) }
+    }
+
+    /// `pthread_mutex_destroy`: EBUSY while held; otherwise the state is cleared and glibc's
+    /// destroy runs (it finds its own fields clear).
+    ///
+    /// # Safety
+    /// `m` is the mutex of this state.
+    pub(crate) unsafe fn destroy(self, m: *mut pthread_mutex_t) -> c_int {
+        // SAFETY: as in `lock`.
+        if unsafe { cabi::is_locked(self.algo, self.state) } {
+            return libc::EBUSY;
+        }
+        // SAFETY: the unlocked state's bytes, which no thread may use during a destroy.
+        unsafe { core::ptr::write_bytes(self.state, 0, cabi::STATE_BYTES) };
+        // SAFETY: forwarded: an initialized, unlocked mutex.
+        unsafe { crate::real::mutex_destroy(m) }
+    }
+}
+
+/// A timed acquisition by polling `try_`: tries, then polls with growing sleeps (every lab lock
+/// can be tried; not all can leave a queue) until the absolute deadline `t` on `clock`. EINVAL
+/// for a clock other than realtime or monotonic, or a bad `tv_nsec` when the lock is not free
+/// (as glibc).
+///
+/// # Safety
+/// `t` points at a readable `timespec` (the caller's argument, which glibc reads too).
+unsafe fn poll_until(clock: clockid_t, t: *const timespec, try_: impl Fn() -> bool) -> c_int {
+    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+        return libc::EINVAL;
+    }
+    if try_() {
+        return 0;
+    }
+    // SAFETY: the caller's contract.
+    let dl = unsafe { *t };
+    if !(0..1_000_000_000).contains(&dl.tv_nsec) {
+        return libc::EINVAL;
+    }
+    keep_errno(|| {
+        let mut sleep_ns: i64 = 1_000;
+        let mut spins = 0u32;
+        loop {
+            if try_() {
+                return 0;
+            }
+            let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: a valid clock and output.
+            unsafe { libc::clock_gettime(clock, &mut now) };
+            if (now.tv_sec, now.tv_nsec) >= (dl.tv_sec, dl.tv_nsec) {
+                return libc::ETIMEDOUT;
+            }
+            if spins < 64 {
+                spins += 1;
+                core::hint::spin_loop();
+                continue;
+            }
+            let ts = timespec { tv_sec: 0, tv_nsec: sleep_ns };
+            // SAFETY: a valid request; the remainder is not needed.
+            unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
+            sleep_ns = (sleep_ns * 2).min(1_000_000);
+        }
+    })
+}
+
+// ---- rwlocks (`--rwlock qrwlock`) ----
+//
+// glibc's `pthread_rwlock_t` (56 bytes): the mode word at offset 40 (`__pad2`, never written by
+// glibc but by init's memset), the lab lock's state at 0..16 once swapped (`__readers`,
+// `__writers` and the two futex words, which glibc no longer touches then). Process-shared
+// rwlocks (`__shared`, offset 28) and rwlocks glibc holds when first seen (readers or the
+// write-locked bit in `__readers`, or `__cur_writer` at 24) stay glibc's.
+
+/// Whether rwlocks are swapped (`LOCKMETER_RWLOCK=qrwlock`).
+pub(crate) static RW_ON: AtomicU8 = AtomicU8::new(0);
+const RW_MODE_OFFSET: usize = 40;
+static RW_SWAPPED_COUNT: AtomicU64 = AtomicU64::new(0);
+/// Not swapped: process-shared, held through glibc when first seen.
+static RW_NOT_SWAPPED: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+
+/// Reads `LOCKMETER_RWLOCK` (constructor); an unknown value stops the program with a message.
+pub(crate) fn init_rw(raw: Option<&[u8]>) {
+    match raw {
+        None | Some(b"") | Some(b"pthread") => {}
+        Some(b"qrwlock") => RW_ON.store(1, Relaxed),
+        Some(_) => {
+            crate::sys::fatal("lockmeter: unknown LOCKMETER_RWLOCK; use pthread or qrwlock\n")
+        }
+    }
+}
+
+/// A swapped rwlock.
+#[derive(Clone, Copy)]
+pub(crate) struct SwappedRw {
+    state: *mut u8,
+}
+
+/// The mode word of rwlock `l`.
+///
+/// # Safety
+/// `l` points at a `pthread_rwlock_t`.
+#[inline(always)]
+unsafe fn rw_mode(l: *mut pthread_rwlock_t) -> &'static AtomicU32 {
+    // SAFETY: offset 40 is inside the 56-byte, 8-aligned rwlock.
+    unsafe { &*((l as *mut u8).add(RW_MODE_OFFSET) as *const AtomicU32) }
+}
+
+/// The swapped lock of `l`, deciding now when undecided (for the lock calls).
+///
+/// # Safety
+/// `l` points at an initialized `pthread_rwlock_t`.
+#[inline(always)]
+pub(crate) unsafe fn rw_for_lock(l: *mut pthread_rwlock_t) -> Option<SwappedRw> {
+    if RW_ON.load(Relaxed) == 0 {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    let w = unsafe { rw_mode(l) };
+    let v = match w.load(Acquire) {
+        // SAFETY: as above.
+        0 => unsafe { rw_decide(l, w) },
+        v => v,
+    };
+    (v == SWAPPED).then_some(SwappedRw { state: l as *mut u8 })
+}
+
+/// The swapped lock of `l` if it was swapped (unlock, destroy).
+///
+/// # Safety
+/// `l` points at a `pthread_rwlock_t`.
+#[inline(always)]
+pub(crate) unsafe fn rw_existing(l: *mut pthread_rwlock_t) -> Option<SwappedRw> {
+    if RW_ON.load(Relaxed) == 0 {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    let v = unsafe { rw_mode(l) }.load(Acquire);
+    (v == SWAPPED).then_some(SwappedRw { state: l as *mut u8 })
+}
+
+/// Decides the mode of undecided rwlock `l` (one CAS, as for mutexes).
+///
+/// # Safety
+/// `l` points at an initialized `pthread_rwlock_t`; `w` is its mode word.
+#[cold]
+#[inline(never)]
+unsafe fn rw_decide(l: *mut pthread_rwlock_t, w: &AtomicU32) -> u32 {
+    let b = l as *const u8;
+    // SAFETY: `__readers` (u32 at 0), `__cur_writer` (int at 24), `__shared` (int at 28); racy
+    // reads that only choose what the CAS proposes.
+    let (readers, writer, shared) = unsafe {
+        (
+            core::ptr::read_volatile(b as *const u32),
+            core::ptr::read_volatile(b.add(24) as *const c_int),
+            core::ptr::read_volatile(b.add(28) as *const c_int),
+        )
+    };
+    let reason = if shared != 0 {
+        Some(0)
+    } else if readers >> 3 != 0 || readers & 1 != 0 || writer != 0 {
+        Some(1)
+    } else {
+        None
+    };
+    let want = if reason.is_some() { NATIVE } else { SWAPPED };
+    match w.compare_exchange(0, want, AcqRel, Acquire) {
+        Ok(_) => {
+            match reason {
+                Some(r) => RW_NOT_SWAPPED[r].fetch_add(1, Relaxed),
+                None => RW_SWAPPED_COUNT.fetch_add(1, Relaxed),
+            };
+            want
+        }
+        Err(v) => v,
+    }
+}
+
+impl SwappedRw {
+    /// `pthread_rwlock_rdlock` / `wrlock`.
+    #[inline(always)]
+    pub(crate) fn lock(self, write: bool) -> c_int {
+        // SAFETY: a swapped rwlock's state.
+        keep_errno(|| unsafe { cabi::rw::lock(self.state, write) });
+        0
+    }
+
+    /// `pthread_rwlock_tryrdlock` / `trywrlock`: 0 or EBUSY.
+    #[inline(always)]
+    pub(crate) fn try_lock(self, write: bool) -> c_int {
+        // SAFETY: as in `lock`.
+        if unsafe { cabi::rw::try_lock(self.state, write) } { 0 } else { libc::EBUSY }
+    }
+
+    /// `pthread_rwlock_unlock`.
+    #[inline(always)]
+    pub(crate) fn unlock(self) -> c_int {
+        // SAFETY: as in `lock`; the caller holds it (else the program's error).
+        keep_errno(|| unsafe { cabi::rw::unlock(self.state) });
+        0
+    }
+
+    /// The timed and clock variants.
+    ///
+    /// # Safety
+    /// `t` points at a readable `timespec`.
+    pub(crate) unsafe fn timed_lock(
+        self,
+        write: bool,
+        clock: clockid_t,
+        t: *const timespec,
+    ) -> c_int {
+        // SAFETY: the caller's contract.
+        unsafe { poll_until(clock, t, || self.try_lock(write) == 0) }
+    }
+
+    /// `pthread_rwlock_destroy`: clears the state, then glibc's destroy (a no-op).
+    ///
+    /// # Safety
+    /// `l` is the rwlock of this state, which nobody uses during the destroy.
+    pub(crate) unsafe fn destroy(self, l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: the caller's contract.
+        unsafe {
+            core::ptr::write_bytes(self.state, 0, cabi::STATE_BYTES);
+            crate::real::rwlock_destroy(l)
+        }
+    }
+}
+
+// ---- condvars ----
+
+const SEQ_OFFSET: usize = 40;
+const WAITERS_OFFSET: usize = 44;
+const WREFS_OFFSET: usize = 36;
+
+/// The condvar's words: sequence number, waiters, and glibc's `__wrefs` (bit 0: process-shared,
+/// bit 1: monotonic clock).
+///
+/// # Safety
+/// `c` points at a `pthread_cond_t`.
+unsafe fn cond_words(c: *mut pthread_cond_t) -> (&'static AtomicU32, &'static AtomicU32, u32) {
+    let b = c as *mut u8;
+    // SAFETY: offsets 36, 40, 44 are 4-aligned u32 fields inside the 48-byte condvar.
+    unsafe {
+        (
+            &*(b.add(SEQ_OFFSET) as *const AtomicU32),
+            &*(b.add(WAITERS_OFFSET) as *const AtomicU32),
+            (*(b.add(WREFS_OFFSET) as *const AtomicU32)).load(Relaxed),
+        )
+    }
+}
+
+/// A condvar wait on swapped mutex `m` (held by the caller): read the sequence number, count
+/// ourselves as a waiter, unlock, sleep while the number is unchanged (until the absolute
+/// deadline `t` on `clock` if given), relock. Returns 0, or ETIMEDOUT (the mutex relocked), or
+/// EINVAL for a bad deadline (the mutex still held).
+///
+/// # Safety
+/// `c` points at a condvar; `t` is null or points at a readable `timespec`.
+pub(crate) unsafe fn cond_wait(
+    s: Swapped,
+    c: *mut pthread_cond_t,
+    clock: Option<clockid_t>,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let (seq, waiters, wrefs) = unsafe { cond_words(c) };
+    let clock = if t.is_null() {
+        None
+    } else {
+        Some(clock.unwrap_or(if wrefs & 2 != 0 {
+            libc::CLOCK_MONOTONIC
+        } else {
+            libc::CLOCK_REALTIME
+        }))
+    };
+    if let Some(k) = clock {
+        // SAFETY: the caller's contract.
+        let ns = unsafe { (*t).tv_nsec };
+        if (k != libc::CLOCK_REALTIME && k != libc::CLOCK_MONOTONIC)
+            || !(0..1_000_000_000).contains(&ns)
+        {
+            return libc::EINVAL;
+        }
+    }
+    keep_errno(|| {
+        let v = seq.load(Acquire);
+        waiters.fetch_add(1, SeqCst);
+        s.unlock();
+        let mut op = libc::FUTEX_WAIT_BITSET;
+        if wrefs & 1 == 0 {
+            op |= libc::FUTEX_PRIVATE_FLAG;
+        }
+        if clock == Some(libc::CLOCK_REALTIME) {
+            op |= libc::FUTEX_CLOCK_REALTIME;
+        }
+        let tp = if clock.is_some() { t } else { core::ptr::null() };
+        let mut timed_out = false;
+        // One sleep: a change of the number (a signal), a spurious wake-up or an interruption
+        // all end the wait (POSIX allows spurious wake-ups).
+        // SAFETY: `seq` is a live u32; `tp` is null or the caller's absolute deadline.
+        let r = unsafe {
+            libc::syscall(libc::SYS_futex, seq.as_ptr(), op, v, tp, core::ptr::null::<u32>(), !0u32)
+        };
+        if r == -1 && crate::sys::errno() == libc::ETIMEDOUT {
+            timed_out = true;
+        }
+        waiters.fetch_sub(1, SeqCst);
+        s.lock();
+        if timed_out { libc::ETIMEDOUT } else { 0 }
+    })
+}
+
+/// Our half of `pthread_cond_signal` / `broadcast` (the caller runs glibc's too): bumps the
+/// sequence number and wakes one or all sleepers, when any swapped waiter is counted.
+///
+/// # Safety
+/// `c` points at a condvar.
+pub(crate) unsafe fn cond_wake(c: *mut pthread_cond_t, all: bool) {
+    if ALGO.load(Relaxed) == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let (seq, waiters, wrefs) = unsafe { cond_words(c) };
+    if waiters.load(SeqCst) == 0 {
+        return;
+    }
+    keep_errno(|| {
+        seq.fetch_add(1, SeqCst);
+        let mut op = libc::FUTEX_WAKE;
+        if wrefs & 1 == 0 {
+            op |= libc::FUTEX_PRIVATE_FLAG;
+        }
+        let n: c_int = if all { c_int::MAX } else { 1 };
+        // SAFETY: FUTEX_WAKE only uses the address as a key.
+        unsafe { libc::syscall(libc::SYS_futex, seq.as_ptr(), op, n) };
+    });
+}
+
+// ---- the profile's note ----
+
+/// Writes the note about swapping into `buf` ("lock swapping: ..."); returns its length (0 when
+/// swapping was off).
+pub(crate) fn note(buf: &mut [u8]) -> usize {
+    let Some(a) = algo() else { return 0 };
+    let mut w = Writer { buf, len: 0 };
+    w.put(b"lock swapping: ");
+    w.num(SWAPPED_COUNT.load(Relaxed));
+    w.put(b" mutexes ran on ");
+    w.put(a.name().as_bytes());
+    let total: u64 = NOT_SWAPPED.iter().map(|c| c.load(Relaxed)).sum();
+    w.put(b"; ");
+    w.num(total);
+    w.put(b" kept glibc's implementation");
+    let mut first = true;
+    for (i, c) in NOT_SWAPPED.iter().enumerate() {
+        let n = c.load(Relaxed);
+        if n == 0 {
+            continue;
+        }
+        w.put(if first { b" (" } else { b", " });
+        first = false;
+        w.num(n);
+        w.put(b" ");
+        w.put(REASON_TEXT[i]);
+    }
+    if !first {
+        w.put(b")");
+    }
+    w.len
+}
+
+/// Writes the note about rwlock swapping into `buf`; returns its length (0 when it was off).
+pub(crate) fn rw_note(buf: &mut [u8]) -> usize {
+    if RW_ON.load(Relaxed) == 0 {
+        return 0;
+    }
+    let mut w = Writer { buf, len: 0 };
+    w.put(b"rwlock swapping: ");
+    w.num(RW_SWAPPED_COUNT.load(Relaxed));
+    w.put(b" rwlocks ran on qrwlock; ");
+    let (a, b) = (RW_NOT_SWAPPED[0].load(Relaxed), RW_NOT_SWAPPED[1].load(Relaxed));
+    w.num(a + b);
+    w.put(b" kept glibc's implementation");
+    if a + b > 0 {
+        w.put(b" (");
+        w.num(a);
+        w.put(b" process-shared, ");
+        w.num(b);
+        w.put(b" held through glibc when first seen)");
+    }
+    w.len
+}
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, b: &[u8]) {
+        for &c in b {
+            if let Some(slot) = self.buf.get_mut(self.len) {
+                *slot = c;
+                self.len += 1;
+            }
+        }
+    }
+    fn num(&mut self, mut n: u64) {
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        loop {
+            i -= 1;
+            d[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let digits = d;
+        self.put(&digits[i..]);
+    }
+}
+
+/// After `fork`: the child keeps the swapped mutexes (their mode words are in its copy of the
+/// memory) and counts only the decisions it makes itself; the parent's profile has the others.
+pub(crate) fn reset_for_child() {
+    SWAPPED_COUNT.store(0, Relaxed);
+    RW_SWAPPED_COUNT.store(0, Relaxed);
+    for c in RW_NOT_SWAPPED.iter() {
+        c.store(0, Relaxed);
+    }
+    for c in NOT_SWAPPED.iter() {
+        c.store(0, Relaxed);
+    }
+}
