@@ -9,7 +9,8 @@
 //! swap_early.c + swap_early_lib.c (a mutex locked through glibc by a library constructor, before
 //! swapping began, stays glibc's; the note counts it), swap_rw.c (`--rwlock qrwlock`: readers
 //! and writers exclude, exact read and write counts, timeouts, a process-shared rwlock kept).
-//! `compare` runs swap_counter.c.
+//! `compare` runs swap_counter.c. sysbench's mutex benchmark, unmodified, is exact under every
+//! algorithm (skipped, with the reason printed, when sysbench is missing).
 //! memcached under memcaslap runs under `mcs` and `adaptive` (skipped, with the reason printed,
 //! when either program is missing).
 //!
@@ -66,6 +67,66 @@ fn every_algorithm_keeps_mutual_exclusion_and_exact_counts() {
             "lock swapping: {m} mutexes ran on {algo}; 2 kept glibc's implementation (1 recursive, 1 error-checking)"
         );
         p.check(notes(&p).contains(&want), format!("{algo}: note `{want}`"));
+    }
+}
+
+/// sysbench's mutex benchmark, unmodified, under every algorithm: its own event count times
+/// `--mutex-locks` acquisitions of its mutex array (plus sysbench's own few start-up locks), and
+/// every one of its 64 mutexes swapped.
+#[test]
+fn sysbench_mutex_is_exact_under_every_algorithm() {
+    if std::process::Command::new("sysbench").arg("--version").output().is_err() {
+        eprintln!("skipped: sysbench is not installed (.ci/install.sh installs it)");
+        return;
+    }
+    let s = Scratch::new("swap-sysbench");
+    let (threads, per) = (2u64, 2_000u64);
+    for algo in ALGOS {
+        let out = format!("sb-{}.lmp", algo.replace(':', "-"));
+        let ran = lockmeter(
+            &s.dir,
+            &[
+                "run",
+                "-q",
+                "--lock",
+                algo,
+                "-o",
+                s.path(&out).to_str().unwrap(),
+                "--",
+                "sysbench",
+                "mutex",
+                "--mutex-num=64",
+                &format!("--mutex-locks={per}"),
+                "--mutex-loops=10",
+                &format!("--threads={threads}"),
+                "run",
+            ],
+        );
+        ran.expect_code(0);
+        let events: u64 = ran
+            .stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("total number of events:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{algo}: sysbench printed no event count\n{ran}"));
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        p.expect_nothing_dropped();
+        let total = p.totals("acquisitions");
+        p.check(
+            total >= events * per && total - events * per < 1000,
+            format!(
+                "{algo}: {total} acquisitions for {events} x {per} sysbench locks (+ its own few)"
+            ),
+        );
+        let swapped = notes(&p).iter().find_map(|n| {
+            let rest = n.strip_prefix("lock swapping: ")?;
+            rest.split_once(" mutexes ran on ")?.0.parse::<u64>().ok()
+        });
+        p.check(
+            swapped.is_some_and(|n| n >= 64),
+            format!("{algo}: the 64 sysbench mutexes swapped ({swapped:?} in the note)"),
+        );
     }
 }
 
