@@ -61,6 +61,8 @@ pub mod tag {
     pub const LOCK_SLEEP: u16 = 0x000B;
     /// One sentence about what the collector could not see in this process.
     pub const NOTE: u16 = 0x000C;
+    /// A lock that folds the identities of one class ([`crate::LockClass`]).
+    pub const LOCK_CLASS: u16 = 0x000D;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -79,6 +81,7 @@ pub mod tag {
             EVENT => "event",
             LOCK_SLEEP => "lock sleep",
             NOTE => "note",
+            LOCK_CLASS => "lock class",
             END => "end",
             _ => "unknown",
         }

@@ -364,26 +364,51 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     });
     // Threads written so far (a thread is listed with its first record or event).
     let listed_threads = IdMap::new(rows().count());
-    let calib = CALIB_KEY.load(Relaxed);
+    let mut lost_to_fold = 0u64;
     for sh in rows() {
-        for (k1, site, live) in sh.table.iter() {
-            let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
-            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
-            if pair == calib {
-                continue;
-            }
+        // The records of identities that ended, folded by class (see `meter`'s lock classes).
+        let folded = Table::new(&state::SCRATCH, 64);
+        for e in sh.table.entries() {
+            let ((k1, site), live) = (e.key(), &e.stats);
+            let (slot_idx, _, kind, mode) = crate::meter::unkey(k1);
             let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
                 continue;
+            };
+            let pair = match crate::meter::resolve(k1, e.tag.load(Relaxed)) {
+                crate::meter::Ident::Live(pair) => pair,
+                crate::meter::Ident::Skip => continue,
+                crate::meter::Ident::Class(c) => {
+                    match folded.get(crate::meter::class_key(c, kind as u8, mode as u8), site) {
+                        Some(f) => f.stats.absorb(live),
+                        None => lost_to_fold += live.acquisitions.get(),
+                    }
+                    continue;
+                }
             };
             if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
                 write_thread(b, enc, &sh)?;
             }
             let (id, new) = ids.get(pair)?;
             if new {
-                write_lock(enc, reg, &names, id, slot_idx, gen_, kind).ok()?;
+                write_lock(enc, reg, &names, id, slot_idx, (pair & 0xffff_ffff) as u32, kind)
+                    .ok()?;
             }
             let st = live.snapshot();
             enc.stats(sh.index, id, site, mode, &st).ok()?;
+        }
+        for (k1, site, live) in folded.iter() {
+            let (_, class, kind, mode) = crate::meter::unkey(k1);
+            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+                continue;
+            };
+            if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
+                write_thread(b, enc, &sh)?;
+            }
+            let (id, new) = ids.get(class_pair(class, kind as u8))?;
+            if new {
+                write_class(enc, id, class, kind).ok()?;
+            }
+            enc.stats(sh.index, id, site, mode, &live.snapshot()).ok()?;
         }
     }
     // Stacks, deduplicated across threads, then the events that use them.
@@ -406,12 +431,19 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             if failed {
                 return;
             }
-            let (slot_idx, gen_, _, mode) = crate::meter::unkey(k.lock);
-            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+            let (_, _, kind, mode) = crate::meter::unkey(k.lock);
             let Some(mode) = Mode::from_u8(mode) else { return };
-            if pair == calib {
-                return;
-            }
+            let pair = match crate::meter::resolve_event(k.lock) {
+                crate::meter::Ident::Live(pair) => pair,
+                crate::meter::Ident::Skip => return,
+                // A class is named by its site: the first uses of its identities are left out.
+                crate::meter::Ident::Class(_)
+                    if k.kind == lockmeter_core::stacks::EventKind::FirstUse =>
+                {
+                    return;
+                }
+                crate::meter::Ident::Class(c) => class_pair(c, kind),
+            };
             let Some(stack) = stack_ids.find(k.stack) else { return };
             // Only locks with recorded acquisitions are listed; the others are counted as
             // dropped, and their events (a first use, say) go with them.
@@ -466,7 +498,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         threads: state::THREADS_REFUSED.load(Relaxed),
         stacks: merged.lost_stacks,
         acquisitions_no_thread: state::ACQ_NO_SHARD.load(Relaxed),
-        acquisitions_table_full: merged.lost_acquisitions,
+        acquisitions_table_full: merged.lost_acquisitions + lost_to_fold,
         ..Dropped::default()
     };
     let mut acquisitions = 0u64;
@@ -477,12 +509,10 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         d.stacks += sh.stacks_dropped.get();
     }
     // The program's acquisitions only: the collector's own calibration pairs are not its cost.
-    let calib = CALIB_KEY.load(Relaxed);
     for sh in rows() {
-        for (k1, _, live) in sh.table.iter() {
-            let (slot_idx, gen_, _, _) = crate::meter::unkey(k1);
-            if ((slot_idx as u64) << 32) | gen_ as u64 != calib {
-                acquisitions += live.acquisitions.get();
+        for e in sh.table.entries() {
+            if crate::meter::resolve(e.key().0, e.tag.load(Relaxed)) != crate::meter::Ident::Skip {
+                acquisitions += e.stats.acquisitions.get();
             }
         }
     }
@@ -516,6 +546,29 @@ fn write_lock(
         .find(((slot_idx as u64) << 32) | gen_ as u64)
         .and_then(|off| crate::names::name_at(off.wrapping_sub(1)));
     enc.lock(id, addr, gen_, kind, name)
+}
+
+/// The lock-id map key of class `class` of kind `kind` (no identity has slot `CLASS_SLOT`).
+fn class_pair(class: u32, kind: u8) -> u64 {
+    ((crate::meter::CLASS_SLOT as u64) << 32) | ((class as u64) << 8) | kind as u64
+}
+
+/// Writes a class's lock: address and generation 0, and what the class is.
+fn write_class(
+    enc: &mut Enc,
+    id: u32,
+    class: u32,
+    kind: LockKind,
+) -> Result<(), lockmeter_format::EncodeError> {
+    enc.lock(id, 0, 0, kind, None)?;
+    let c = crate::meter::CLASSES.get(class);
+    enc.lock_class(&lockmeter_format::LockClass {
+        lock: id,
+        site: c.map_or(0, |c| c.site()),
+        initialized: c.is_some_and(|c| c.origin() == lockmeter_core::registry::ClassOrigin::Init),
+        lifetimes: c.map_or(0, |c| c.ended()),
+        sample_address: c.map_or(0, |c| c.sample_address()),
+    })
 }
 
 /// The thread index of the row of exited threads (above every shard's index).
@@ -619,10 +672,9 @@ impl Merged {
             }
         }
         for ex in exited() {
-            for (k1, site, live) in ex.table.iter() {
-                match m.table.get(k1, site) {
-                    Some(e) => e.stats.absorb(live),
-                    None => m.lost_acquisitions += live.acquisitions.get(),
+            for e in ex.table.entries() {
+                if !crate::meter::merge_record(&m.table, e) {
+                    m.lost_acquisitions += e.stats.acquisitions.get();
                 }
             }
             ex.stacks.for_each(|_, frames| {

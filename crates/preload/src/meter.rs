@@ -9,9 +9,10 @@ use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicU32, Ordering::AcqRel};
-use lockmeter_core::registry::Slot;
+use lockmeter_core::registry::{ClassOrigin, Classes, Slot};
 use lockmeter_core::stacks::{EventKey, EventKind, MAX_FRAMES};
 use lockmeter_core::stats::LiveStats;
+use lockmeter_core::table::{Entry, Table};
 use lockmeter_core::{LockKind, Mode, clock};
 
 /// Bit of `Slot::wanted` set by a failed trylock; the low bits count blocked waiters.
@@ -37,7 +38,166 @@ pub(crate) fn unkey(k: u64) -> (u32, u32, u8, u8) {
     )
 }
 
-/// The record and registry slot for (lock, site, mode), through the thread's lookup cache.
+// ---- lock classes ----
+//
+// A thread's record of a lock is keyed by the lock's registry slot (not its generation), and its
+// `tag` says which identity (generation) and class the counts belong to. When the thread next
+// uses the slot for another identity (the lock was destroyed, another lock took the slot), it
+// first folds the record into its class's record (key [`class_key`]) and starts it afresh: the
+// tables hold one record per slot, site and mode, however many locks lived in the slot. Records
+// still tagged with a dead identity at the end are folded the same way when the profile is
+// written ([`resolve`]), whichever thread destroyed the lock.
+
+/// The slot field of a class record's key (no registry slot has this index).
+pub(crate) const CLASS_SLOT: u32 = 0x7ff_ffff;
+
+/// The lock classes of this process (see `lockmeter_core::registry::Classes`).
+pub(crate) static CLASSES: Classes<4096> = Classes::new();
+
+/// The key of the record of class `class` (0: identities that got no class).
+#[inline]
+pub(crate) fn class_key(class: u32, kind: u8, mode: u8) -> u64 {
+    (1u64 << 63)
+        | ((CLASS_SLOT as u64) << 36)
+        | ((class as u64 & 0x7fff_ffff) << 5)
+        | ((kind as u64 & 7) << 2)
+        | (mode as u64 & 3)
+}
+
+/// A record's tag: the identity's generation and class (never 0).
+#[inline(always)]
+fn tag(gen_: u32, class: u32) -> u64 {
+    ((gen_ as u64) << 32) | (1 << 31) | (class as u64 & 0x7fff)
+}
+
+/// (generation, class) of a tag.
+#[inline]
+fn untag(t: u64) -> (u32, u32) {
+    ((t >> 32) as u32, (t & 0x7fff) as u32)
+}
+
+/// The key of a lock identity in event keys: slot, the low 16 bits of the generation and the
+/// class (events stay keyed by identity; the profile writer folds those of dead identities).
+#[inline(always)]
+fn event_key(slot: u32, gen_: u32, class: u32, kind: LockKind, mode: Mode) -> u64 {
+    key(slot, ((class & 0x7fff) << 16) | (gen_ & 0xffff), kind, mode)
+}
+
+/// What a record or event's lock is, when the profile is written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Ident {
+    /// A live identity: `(slot << 32) | generation`.
+    Live(u64),
+    /// A class (an identity that ended, or a class record).
+    Class(u32),
+    /// The collector's calibration lock, or a record not yet tagged: left out.
+    Skip,
+}
+
+/// The identity of record `k1` with tag `t`.
+pub(crate) fn resolve(k1: u64, t: u64) -> Ident {
+    let (slot_idx, g, _, _) = unkey(k1);
+    if slot_idx == CLASS_SLOT {
+        return Ident::Class(g);
+    }
+    if t == 0 {
+        return Ident::Skip;
+    }
+    let (gen_, class) = untag(t);
+    let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+    if pair == crate::dump::CALIB_KEY.load(Relaxed) {
+        return Ident::Skip;
+    }
+    let live = crate::state::registry()
+        .and_then(|r| r.slot(slot_idx))
+        .is_some_and(|s| s.in_use() && s.generation() == gen_);
+    if live { Ident::Live(pair) } else { Ident::Class(class) }
+}
+
+/// The identity of event key `k` (see [`event_key`]).
+pub(crate) fn resolve_event(k: u64) -> Ident {
+    let (slot_idx, g, _, _) = unkey(k);
+    let (gen16, class) = (g & 0xffff, g >> 16);
+    let calib = crate::dump::CALIB_KEY.load(Relaxed);
+    if calib >> 32 == slot_idx as u64 && calib & 0xffff == gen16 as u64 {
+        return Ident::Skip;
+    }
+    match crate::state::registry().and_then(|r| r.slot(slot_idx)) {
+        Some(s)
+            if s.in_use()
+                && s.generation() & 0xffff == gen16
+                && s.class.load(Relaxed) & 0x7fff == class =>
+        {
+            Ident::Live(((slot_idx as u64) << 32) | s.generation() as u64)
+        }
+        _ => Ident::Class(class),
+    }
+}
+
+/// Makes record `e` (of `table`, key `k1`, call site `site`) the record of the identity tagged
+/// `t`: if it holds counts of another identity, they go to that identity's class record first.
+/// False if they could not (the class record did not fit): the caller counts them as dropped.
+#[cold]
+#[inline(never)]
+fn retag(table: &Table<'static>, e: &Entry, k1: u64, site: u64, t: u64) -> bool {
+    let old = e.tag.load(Relaxed);
+    let mut ok = true;
+    if old != 0 {
+        let (_, _, kind, mode) = unkey(k1);
+        let (gen_, class) = untag(old);
+        let (slot_idx, _, _, _) = unkey(k1);
+        if ((slot_idx as u64) << 32) | gen_ as u64 != crate::dump::CALIB_KEY.load(Relaxed) {
+            match table.get(class_key(class, kind, mode), site) {
+                Some(c) => c.stats.absorb(&e.stats),
+                None => ok = false,
+            }
+        }
+    }
+    if !ok {
+        return false;
+    }
+    e.stats.clear();
+    e.tag.store(t, Relaxed);
+    true
+}
+
+/// Adds record `e` into `dst` (a table of exited threads, written by one thread only): into the
+/// record of the same identity while it lives, of its class once it ended. False if it did not
+/// fit.
+pub(crate) fn merge_record(dst: &Table<'static>, e: &Entry) -> bool {
+    let (k1, site) = e.key();
+    let t = e.tag.load(Relaxed);
+    let (_, _, kind, mode) = unkey(k1);
+    let (k, t) = match resolve(k1, t) {
+        Ident::Skip => return true,
+        Ident::Class(c) => (class_key(c, kind, mode), 0),
+        Ident::Live(_) => (k1, t),
+    };
+    let Some(d) = dst.get(k, site) else { return false };
+    if t != 0 && d.tag.load(Relaxed) != t && !retag(dst, d, k, site, t) {
+        return false;
+    }
+    d.stats.absorb(&e.stats);
+    true
+}
+
+/// The class of the identity in `slot`, given now if it has none: the site of its first use (a
+/// lock never initialized by a call).
+#[inline]
+fn class_of(slot: &Slot, addr: usize, kind: LockKind, site: usize) -> u32 {
+    let c = slot.class.load(Relaxed);
+    if c != 0 || crate::state::CALIBRATING.load(Relaxed) {
+        return c;
+    }
+    let c = CLASSES.intern(site as u64, kind, ClassOrigin::FirstUse, addr as u64);
+    match slot.class.compare_exchange(0, c, Relaxed, Relaxed) {
+        Ok(_) => c,
+        Err(cur) => cur,
+    }
+}
+
+/// The record and registry slot for (lock, site, mode), through the thread's lookup cache, and
+/// the lock's event key.
 #[inline(always)]
 fn lookup(
     cx: &Cx,
@@ -58,8 +218,9 @@ fn lookup(
         // SAFETY: cached pointers point into the registry and the shard table, never unmapped.
         let slot = unsafe { &*c.slot };
         if slot.generation() == c.gen_ {
+            let k = event_key(c.slot_idx, c.gen_, slot.class.load(Relaxed), kind, mode);
             // SAFETY: as above.
-            return Some((unsafe { &(*c.entry).stats }, slot, key(c.slot_idx, c.gen_, kind, mode)));
+            return Some((unsafe { &(*c.entry).stats }, slot, k));
         }
     }
     let reg = crate::state::registry()?;
@@ -68,10 +229,29 @@ fn lookup(
         return None;
     };
     let gen_ = slot.generation();
+    let class = class_of(slot, addr, kind, site);
+    let ek = event_key(idx, gen_, class, kind, mode);
     if CFG.frames.load(Relaxed) > 0 {
-        first_use(cx, slot, key(idx, gen_, kind, mode), site);
+        first_use(cx, slot, ek, site, class);
     }
-    let Some(entry) = cx.shard.table.get(key(idx, gen_, kind, mode), site as u64) else {
+    let k1 = key(idx, 0, kind, mode);
+    let entry = match cx.shard.table.get(k1, site as u64) {
+        Some(e) if e.tag.load(Relaxed) == tag(gen_, class) => Some(e),
+        Some(e) => {
+            let moved = e.stats.acquisitions.get();
+            if retag(&cx.shard.table, e, k1, site as u64, tag(gen_, class)) {
+                Some(e)
+            } else {
+                // The dead identity's counts had nowhere to go: counted as dropped.
+                cx.shard.dropped.add(moved);
+                e.stats.clear();
+                e.tag.store(tag(gen_, class), Relaxed);
+                Some(e)
+            }
+        }
+        None => None,
+    };
+    let Some(entry) = entry else {
         cx.shard.dropped.add(1);
         // A lock identity is (address, generation): count identities, not addresses.
         reg.note_unrecorded(addr as u64 ^ (gen_ as u64).rotate_right(17));
@@ -86,22 +266,33 @@ fn lookup(
         c.slot = slot;
         c.entry = entry;
     }
-    Some((&entry.stats, slot, key(idx, gen_, kind, mode)))
+    Some((&entry.stats, slot, ek))
 }
 
 /// First uses recorded so far (bounded: a program that makes a million locks pays for 4096).
 static FIRST_USES: AtomicU32 = AtomicU32::new(0);
 const MAX_FIRST_USES: u32 = 4096;
 
+/// Identities of a class initialized by a call whose first uses are recorded: the class names
+/// the others (a program that makes a million locks at one site pays for these few).
+const FIRST_USES_PER_INIT_CLASS: u32 = 64;
+
 /// Records where a lock identity was first used (how the report names heap locks), once per
-/// identity: the thread that first marks the slot with this generation does it.
+/// identity (the thread that first marks the slot with this generation does it), at most
+/// [`FIRST_USES_PER_INIT_CLASS`] per class of initialized locks.
 #[cold]
-fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize) {
+fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize, class: u32) {
     if crate::state::CALIBRATING.load(Relaxed) {
         return;
     }
     let mark = slot.generation().wrapping_add(1);
     if slot.first_use.load(Relaxed) == mark || slot.first_use.swap(mark, AcqRel) == mark {
+        return;
+    }
+    if let Some(c) = CLASSES.get(class)
+        && c.origin() == ClassOrigin::Init
+        && !c.take_first_use(FIRST_USES_PER_INIT_CLASS)
+    {
         return;
     }
     if FIRST_USES.fetch_add(1, Relaxed) >= MAX_FIRST_USES {
@@ -731,7 +922,7 @@ fn holding(cx: &Cx, i: usize, t_rel: u64) {
     };
     let kind = slot.kind().unwrap_or(LockKind::Mutex);
     let mode = Mode::from_u8(h.mode).unwrap_or(Mode::Exclusive);
-    let k1 = key(idx, slot.generation(), kind, mode);
+    let k1 = event_key(idx, slot.generation(), slot.class.load(Relaxed), kind, mode);
     let mut frames = [0u64; MAX_FRAMES];
     let n = capture_stack(cx, 0, &mut frames);
     let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {

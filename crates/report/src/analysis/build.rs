@@ -4,7 +4,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use lockmeter_format::model::{Event, EventKind, LockInfo, LockKind, Mode, Profile, Record};
+use lockmeter_format::model::{
+    Event, EventKind, LockClass, LockInfo, LockKind, Mode, Profile, Record,
+};
 
 use super::{
     Agg, Analysis, Filter, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, ThreadAgg, Totals,
@@ -99,9 +101,13 @@ impl<'p, 's> Builder<'p, 's> {
                 first_uses.entry(e.lock).or_insert(e.stack);
             }
         }
+        let classes: HashMap<u32, &LockClass> =
+            self.profile.lock_classes.iter().map(|c| (c.lock, c)).collect();
         for l in &self.profile.locks {
             let first_use = first_uses.get(&l.id).map(|&id| self.stack(id));
-            let (name, name_source) = if let Some(n) = &l.name {
+            let (name, name_source) = if let Some(c) = classes.get(&l.id) {
+                (Some(self.class_name(l, c)), NameSource::Class)
+            } else if let Some(n) = &l.name {
                 (Some(n.clone()), NameSource::Program)
             } else if let Some(n) = self.frames.symbolizer().data(l.address) {
                 (Some(n), NameSource::Symbol)
@@ -119,6 +125,35 @@ impl<'p, 's> Builder<'p, 's> {
             agg.sleep = sleep;
             self.push_lock(agg);
         }
+    }
+
+    /// The name of a class lock: `N heap locks initialized at <function> (<file>:<line>)` (or
+    /// `first used at`, for locks never initialized by a call); a static lock's class reads
+    /// `N lifetimes of <symbol> initialized at ...`.
+    fn class_name(&mut self, l: &LockInfo, c: &LockClass) -> String {
+        let how = if c.initialized { "initialized at" } else { "first used at" };
+        let n = c.lifetimes;
+        if c.site == 0 {
+            return format!(
+                "{n} ended {} locks of no class (the class table was full)",
+                l.kind.as_str()
+            );
+        }
+        let f = self.frame(c.site);
+        let at = match (&f.function, f.short_location()) {
+            (Some(func), Some(loc)) => format!("{func} ({loc})"),
+            (Some(func), None) => func.clone(),
+            _ => f.to_string(),
+        };
+        if let Some(sym) = self.frames.symbolizer().data(c.sample_address) {
+            let s = if n == 1 { "" } else { "s" };
+            return format!("{n} lifetime{s} of {sym} {how} {at}");
+        }
+        let storage = Storage::of(&self.profile.maps, c.sample_address);
+        let what = if storage == Storage::Unknown { "" } else { storage.as_str() };
+        let locks = if n == 1 { "lock" } else { "locks" };
+        let what = if what.is_empty() { locks.to_owned() } else { format!("{what} {locks}") };
+        format!("{n} {what} {how} {at}")
     }
 
     fn push_lock(&mut self, l: LockAgg) -> usize {
