@@ -56,6 +56,9 @@ pub struct Slot {
     pub epoch: AtomicU32,
     /// Class id ([`Classes`]) of the current identity; 0 while it has none yet.
     pub class: AtomicU32,
+    /// Generation + 1 of the last identity the program gave a name to (named identities keep
+    /// rows of their own when they end).
+    pub named: AtomicU32,
 }
 
 impl Slot {
@@ -73,6 +76,7 @@ impl Slot {
             first_use: AtomicU32::new(0),
             epoch: AtomicU32::new(0),
             class: AtomicU32::new(0),
+            named: AtomicU32::new(0),
         }
     }
     /// The lock's address (0 for an empty slot, [`TOMBSTONE`] for a retired one).

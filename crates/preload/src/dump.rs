@@ -541,7 +541,9 @@ fn write_lock(
     gen_: u32,
     kind: LockKind,
 ) -> Result<(), lockmeter_format::EncodeError> {
-    let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
+    // An identity that ended (a named one keeps its row) may have left its slot to another lock.
+    let addr =
+        reg.slot(slot_idx).filter(|s| s.in_use() && s.generation() == gen_).map_or(0, |s| s.addr());
     let name = names
         .find(((slot_idx as u64) << 32) | gen_ as u64)
         .and_then(|off| crate::names::name_at(off.wrapping_sub(1)));

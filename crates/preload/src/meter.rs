@@ -64,10 +64,40 @@ pub(crate) fn class_key(class: u32, kind: u8, mode: u8) -> u64 {
         | (mode as u64 & 3)
 }
 
-/// A record's tag: the identity's generation and class (never 0).
+/// A record's tag: the identity's generation and class (never 0), and whether the program named
+/// the identity before its first use here ([`NAMED`]).
 #[inline(always)]
 fn tag(gen_: u32, class: u32) -> u64 {
     ((gen_ as u64) << 32) | (1 << 31) | (class as u64 & 0x7fff)
+}
+
+/// Tag bit of an identity the program named: it keeps a row of its own when it ends.
+const NAMED: u64 = 1 << 30;
+
+/// Generation field bit of the key of a named identity that ended ([`retag`] moved its counts
+/// there): its own row, however the slot is used since.
+const OWN_ROW: u32 = 1 << 30;
+
+/// Whether the identity of a record tagged `t` (key `k1`) keeps a row of its own when it ends: the
+/// program named it (before its first use here, or it is still the slot's last named identity).
+fn keeps_row(k1: u64, t: u64) -> bool {
+    if t & NAMED != 0 {
+        return true;
+    }
+    let (slot_idx, _, _, _) = unkey(k1);
+    let (gen_, _) = untag(t);
+    crate::state::registry()
+        .and_then(|r| r.slot(slot_idx))
+        .is_some_and(|s| s.named.load(Relaxed) == gen_.wrapping_add(1))
+}
+
+/// The key of the row of its own that an ended named identity keeps.
+fn own_row_key(slot_idx: u32, gen_: u32, kind: u8, mode: u8) -> u64 {
+    (1u64 << 63)
+        | ((slot_idx as u64 & 0x7ff_ffff) << 36)
+        | (((gen_ & (OWN_ROW - 1)) | OWN_ROW) as u64) << 5
+        | ((kind as u64 & 7) << 2)
+        | (mode as u64 & 3)
 }
 
 /// (generation, class) of a tag.
@@ -100,6 +130,9 @@ pub(crate) fn resolve(k1: u64, t: u64) -> Ident {
     if slot_idx == CLASS_SLOT {
         return Ident::Class(g);
     }
+    if g & OWN_ROW != 0 {
+        return Ident::Live(((slot_idx as u64) << 32) | (g & (OWN_ROW - 1)) as u64);
+    }
     if t == 0 {
         return Ident::Skip;
     }
@@ -111,7 +144,7 @@ pub(crate) fn resolve(k1: u64, t: u64) -> Ident {
     let live = crate::state::registry()
         .and_then(|r| r.slot(slot_idx))
         .is_some_and(|s| s.in_use() && s.generation() == gen_);
-    if live { Ident::Live(pair) } else { Ident::Class(class) }
+    if live || keeps_row(k1, t) { Ident::Live(pair) } else { Ident::Class(class) }
 }
 
 /// The identity of event key `k` (see [`event_key`]).
@@ -143,11 +176,15 @@ fn retag(table: &Table<'static>, e: &Entry, k1: u64, site: u64, t: u64) -> bool 
     let old = e.tag.load(Relaxed);
     let mut ok = true;
     if old != 0 {
-        let (_, _, kind, mode) = unkey(k1);
+        let (slot_idx, _, kind, mode) = unkey(k1);
         let (gen_, class) = untag(old);
-        let (slot_idx, _, _, _) = unkey(k1);
+        let to = if keeps_row(k1, old) {
+            own_row_key(slot_idx, gen_, kind, mode)
+        } else {
+            class_key(class, kind, mode)
+        };
         if ((slot_idx as u64) << 32) | gen_ as u64 != crate::dump::CALIB_KEY.load(Relaxed) {
-            match table.get(class_key(class, kind, mode), site) {
+            match table.get(to, site) {
                 Some(c) => c.stats.absorb(&e.stats),
                 None => ok = false,
             }
@@ -171,6 +208,10 @@ pub(crate) fn merge_record(dst: &Table<'static>, e: &Entry) -> bool {
     let (k, t) = match resolve(k1, t) {
         Ident::Skip => return true,
         Ident::Class(c) => (class_key(c, kind, mode), 0),
+        // A named identity that ended keeps its row, under a key of its own.
+        Ident::Live(pair) if t != 0 && !is_live(pair) => {
+            (own_row_key((pair >> 32) as u32, pair as u32, kind, mode), 0)
+        }
         Ident::Live(_) => (k1, t),
     };
     let Some(d) = dst.get(k, site) else { return false };
@@ -179,6 +220,13 @@ pub(crate) fn merge_record(dst: &Table<'static>, e: &Entry) -> bool {
     }
     d.stats.absorb(&e.stats);
     true
+}
+
+/// Whether identity `pair` (`(slot << 32) | generation`) is the one in its slot now.
+fn is_live(pair: u64) -> bool {
+    crate::state::registry()
+        .and_then(|r| r.slot((pair >> 32) as u32))
+        .is_some_and(|s| s.in_use() && s.generation() == pair as u32)
 }
 
 /// The class of the identity in `slot`, given now if it has none: the site of its first use (a
@@ -235,17 +283,24 @@ fn lookup(
         first_use(cx, slot, ek, site, class);
     }
     let k1 = key(idx, 0, kind, mode);
+    let named = if slot.named.load(Relaxed) == gen_.wrapping_add(1) { NAMED } else { 0 };
+    let want = tag(gen_, class) | named;
     let entry = match cx.shard.table.get(k1, site as u64) {
-        Some(e) if e.tag.load(Relaxed) == tag(gen_, class) => Some(e),
+        Some(e) if e.tag.load(Relaxed) & !NAMED == want & !NAMED => {
+            if named != 0 && e.tag.load(Relaxed) & NAMED == 0 {
+                e.tag.fetch_or(NAMED, Relaxed);
+            }
+            Some(e)
+        }
         Some(e) => {
             let moved = e.stats.acquisitions.get();
-            if retag(&cx.shard.table, e, k1, site as u64, tag(gen_, class)) {
+            if retag(&cx.shard.table, e, k1, site as u64, want) {
                 Some(e)
             } else {
                 // The dead identity's counts had nowhere to go: counted as dropped.
                 cx.shard.dropped.add(moved);
                 e.stats.clear();
-                e.tag.store(tag(gen_, class), Relaxed);
+                e.tag.store(want, Relaxed);
                 Some(e)
             }
         }
