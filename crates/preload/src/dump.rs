@@ -38,8 +38,6 @@ pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_STACK: AtomicU64 = AtomicU64::new(0);
 /// This image's number within the pid (0, then +1 after each exec).
 pub(crate) static IMAGE_SEQ: AtomicU32 = AtomicU32::new(0);
-/// Registry slot and generation of the calibration lock, left out of the profile.
-pub(crate) static CALIB_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Static buffers of the (single) dumping thread.
 struct Bufs {
@@ -370,15 +368,15 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         let folded = Table::new(&state::SCRATCH, 64);
         for e in sh.table.entries() {
             let ((k1, site), live) = (e.key(), &e.stats);
-            let (slot_idx, _, kind, mode) = crate::meter::unkey(k1);
+            let (slot_idx, _, kind, mode) = crate::classes::unkey(k1);
             let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
                 continue;
             };
-            let pair = match crate::meter::resolve(k1, e.tag.load(Relaxed)) {
-                crate::meter::Ident::Live(pair) => pair,
-                crate::meter::Ident::Skip => continue,
-                crate::meter::Ident::Class(c) => {
-                    match folded.get(crate::meter::class_key(c, kind as u8, mode as u8), site) {
+            let pair = match crate::classes::resolve(Some(reg), k1, e.tag.load(Relaxed)) {
+                crate::classes::Ident::Live(pair) => pair,
+                crate::classes::Ident::Skip => continue,
+                crate::classes::Ident::Class(c) => {
+                    match folded.get(crate::classes::class_key(c, kind as u8, mode as u8), site) {
                         Some(f) => f.stats.absorb(live),
                         None => lost_to_fold += live.acquisitions.get(),
                     }
@@ -397,7 +395,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             enc.stats(sh.index, id, site, mode, &st).ok()?;
         }
         for (k1, site, live) in folded.iter() {
-            let (_, class, kind, mode) = crate::meter::unkey(k1);
+            let (_, class, kind, mode) = crate::classes::unkey(k1);
             let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
                 continue;
             };
@@ -431,18 +429,18 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             if failed {
                 return;
             }
-            let (_, _, kind, mode) = crate::meter::unkey(k.lock);
+            let (_, _, kind, mode) = crate::classes::unkey(k.lock);
             let Some(mode) = Mode::from_u8(mode) else { return };
-            let pair = match crate::meter::resolve_event(k.lock) {
-                crate::meter::Ident::Live(pair) => pair,
-                crate::meter::Ident::Skip => return,
+            let pair = match crate::classes::resolve_event(Some(reg), k.lock) {
+                crate::classes::Ident::Live(pair) => pair,
+                crate::classes::Ident::Skip => return,
                 // A class is named by its site: the first uses of its identities are left out.
-                crate::meter::Ident::Class(_)
+                crate::classes::Ident::Class(_)
                     if k.kind == lockmeter_core::stacks::EventKind::FirstUse =>
                 {
                     return;
                 }
-                crate::meter::Ident::Class(c) => class_pair(c, kind),
+                crate::classes::Ident::Class(c) => class_pair(c, kind),
             };
             let Some(stack) = stack_ids.find(k.stack) else { return };
             // Only locks with recorded acquisitions are listed; the others are counted as
@@ -511,7 +509,9 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     // The program's acquisitions only: the collector's own calibration pairs are not its cost.
     for sh in rows() {
         for e in sh.table.entries() {
-            if crate::meter::resolve(e.key().0, e.tag.load(Relaxed)) != crate::meter::Ident::Skip {
+            if crate::classes::resolve(Some(reg), e.key().0, e.tag.load(Relaxed))
+                != crate::classes::Ident::Skip
+            {
                 acquisitions += e.stats.acquisitions.get();
             }
         }
@@ -552,7 +552,7 @@ fn write_lock(
 
 /// The lock-id map key of class `class` of kind `kind` (no identity has slot `CLASS_SLOT`).
 fn class_pair(class: u32, kind: u8) -> u64 {
-    ((crate::meter::CLASS_SLOT as u64) << 32) | ((class as u64) << 8) | kind as u64
+    ((crate::classes::CLASS_SLOT as u64) << 32) | ((class as u64) << 8) | kind as u64
 }
 
 /// Writes a class's lock: address and generation 0, and what the class is.
@@ -563,7 +563,7 @@ fn write_class(
     kind: LockKind,
 ) -> Result<(), lockmeter_format::EncodeError> {
     enc.lock(id, 0, 0, kind, None)?;
-    let c = crate::meter::CLASSES.get(class);
+    let c = crate::classes::CLASSES.get(class);
     enc.lock_class(&lockmeter_format::LockClass {
         lock: id,
         site: c.map_or(0, |c| c.site()),
@@ -675,7 +675,7 @@ impl Merged {
         }
         for ex in exited() {
             for e in ex.table.entries() {
-                if !crate::meter::merge_record(&m.table, e) {
+                if !crate::classes::merge_record(state::registry(), &m.table, e) {
                     m.lost_acquisitions += e.stats.acquisitions.get();
                 }
             }

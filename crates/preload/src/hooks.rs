@@ -187,13 +187,13 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 fn begin(addr: usize, kind: LockKind, site: usize) {
     if let Some(cx) = enter() {
         if let Some(r) = crate::state::registry() {
-            let class = meter::CLASSES.intern(
+            let class = crate::classes::CLASSES.intern(
                 site as u64,
                 kind,
                 lockmeter_core::registry::ClassOrigin::Init,
                 addr as u64,
             );
-            meter::CLASSES.ended(r.begin(addr as u64, kind, class));
+            crate::classes::CLASSES.ended(r.begin(addr as u64, kind, class));
         }
         leave(cx);
     }
@@ -205,7 +205,7 @@ fn begin(addr: usize, kind: LockKind, site: usize) {
 fn end(addr: usize) {
     if let Some(cx) = enter() {
         if let Some(r) = crate::state::registry() {
-            meter::CLASSES.ended(r.retire(addr as u64));
+            crate::classes::CLASSES.ended(r.retire(addr as u64));
         }
         leave(cx);
     }

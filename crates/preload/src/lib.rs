@@ -22,6 +22,7 @@
 //! [`lockmeter_core::settings`]; `lockmeter run` derives its flags from the same table, and the
 //! README's settings section is generated from it.
 
+mod classes;
 mod dump;
 mod hooks;
 mod init;
