@@ -40,14 +40,6 @@ pub(crate) fn unkey(k: u64) -> (u32, u32, u8, u8) {
     )
 }
 
-// A thread's record of a lock is keyed by the lock's registry slot (not its generation), and its
-// `tag` says which identity (generation) and class the counts belong to. When the thread next
-// uses the slot for another identity (the lock was destroyed, another lock took the slot), it
-// first folds the record into its class's record (key [`class_key`]) and starts it afresh: the
-// tables hold one record per slot, site and mode, however many locks lived in the slot. Records
-// still tagged with a dead identity at the end are folded the same way when the profile is
-// written ([`resolve`]), whichever thread destroyed the lock.
-
 /// The slot field of a class record's key (no registry slot has this index).
 pub(crate) const CLASS_SLOT: u32 = 0x7ff_ffff;
 
@@ -115,7 +107,7 @@ pub(crate) fn event_key(slot: u32, gen_: u32, class: u32, kind: LockKind, mode: 
 /// What a record or event's lock is, when the profile is written.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Ident {
-    /// A live identity: `(slot << 32) | generation`.
+    /// A row of its own, `(slot << 32) | generation`: a live identity, or a named one that ended.
     Live(u64),
     /// A class (an identity that ended, or a class record).
     Class(u32),
