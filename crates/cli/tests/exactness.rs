@@ -417,19 +417,44 @@ fn one_address_reinitialized_as_other_kinds_keeps_identities_apart() {
         })
         .collect();
     slot.sort();
-    let want: Vec<(u64, String, u64, u64, u64)> = vec![
-        (1, "mutex".into(), 10, 0, 0),
-        (3, "rwlock".into(), 25, 20, 5),
-        (5, "mutex".into(), 30, 0, 0),
-    ];
+    // The live identity keeps its row; the two that ended (destroyed) joined their classes.
+    let want: Vec<(u64, String, u64, u64, u64)> = vec![(5, "mutex".into(), 30, 0, 0)];
     p.eq("slot identities (generation, kind, acquisitions, reads, writes)", slot, want);
+    let class = |prefix: &str, kind: &str| -> (u64, u64, u64) {
+        let v: Vec<&serde_json::Value> = p
+            .locks()
+            .iter()
+            .filter(|l| sf(l, "kind") == Some(kind))
+            .filter(|l| sf(l, "name").is_some_and(|n| n.starts_with(prefix)))
+            .collect();
+        p.eq(format!("{kind} rows named {prefix}..."), v.len(), 1);
+        p.eq(format!("{prefix}: generation"), u(v[0], "generation"), 0);
+        let l = v[0];
+        (u(l, "acquisitions"), u(l, "read_acquisitions"), u(l, "write_acquisitions"))
+    };
+    p.eq(
+        "slot's first mutex, in its class",
+        class("1 lifetime of slot initialized at main (reuse.c:19)", "mutex"),
+        (10, 0, 0),
+    );
+    p.eq(
+        "slot's rwlock, in its class",
+        class("1 lifetime of slot initialized at main (reuse.c:25)", "rwlock"),
+        (25, 20, 5),
+    );
     let addrs: std::collections::HashSet<&str> =
         p.locks_named("slot").iter().filter_map(|l| sf(l, "address")).collect();
     p.eq("slot: one address", addrs.len(), 1);
-    let mut plain: Vec<(u64, u64)> =
+    // `plain` initialized again without a destroy: the first identity ended, in its class.
+    let plain: Vec<(u64, u64)> =
         p.locks_named("plain").iter().map(|l| (u(l, "generation"), u(l, "acquisitions"))).collect();
-    plain.sort();
-    p.eq("plain identities (generation, acquisitions)", plain, vec![(1, 7), (2, 8)]);
+    p.eq("plain's live identity (generation, acquisitions)", plain, vec![(2, 8)]);
+    p.eq(
+        "plain's first identity, in its class",
+        class("1 lifetime of plain initialized at main (reuse.c:46)", "mutex").0,
+        7,
+    );
+    p.eq("locks", p.locks().len() as u64, 6);
     let busy = p.expect_lock("busy_lock", "mutex", 2);
     p.eq("busy_lock generation (a failed destroy changes nothing)", u(busy, "generation"), 0);
     p.expect_all_holds_timed(&[]);

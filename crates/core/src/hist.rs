@@ -63,6 +63,14 @@ impl Log2Hist {
             d.store(d.load(Relaxed).wrapping_add(s.load(Relaxed)), Relaxed);
         }
     }
+
+    /// Adds the buckets of a snapshot. Single writer (of `self`) only.
+    pub fn absorb_counts(&self, o: &[u64; BUCKETS]) {
+        for (d, &s) in self.b.iter().zip(o.iter()) {
+            d.store(d.load(Relaxed).wrapping_add(s), Relaxed);
+        }
+    }
+
     /// Empties the histogram. Single writer only.
     pub fn clear(&self) {
         for c in &self.b {

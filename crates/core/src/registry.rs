@@ -8,16 +8,25 @@
 //! Identity is `(slot, generation)`: `*_init` and `*_destroy` bump the generation, so an address
 //! reused for a new lock starts a new identity and the old statistics are never mixed in.
 //!
-//! The table is open-addressed over caller-provided zeroed memory, insert-only, lock-free (one CAS
-//! per new address). Each slot is a cache line of its own. When it is full, new addresses are
-//! refused; their number is estimated by linear counting over a 4096-bit bitmap, so the report can
-//! say how many locks went unrecorded.
+//! The table is open-addressed over caller-provided zeroed memory, lock-free (one CAS per new
+//! address). Each slot is a cache line of its own. A destroyed lock's slot is retired
+//! ([`Registry::retire`]): it becomes a tombstone that a later new address reuses, so a program
+//! that creates and destroys millions of locks never fills the registry; its generation keeps
+//! counting, so nothing cached for the old identity matches the new one. When the table is full,
+//! new addresses are refused; their number is estimated (HyperLogLog), so the report can say how
+//! many locks went unrecorded.
+//!
+//! Each identity has a *class* ([`Classes`]): the call site of its `*_init`, or for a lock never
+//! initialized by a call (a static initializer), the site of its first use, as the kernel's
+//! lockdep classes do. The collector folds the statistics of dead identities into their class.
 
 use crate::mix64;
 use crate::stats::LockKind;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 
 const MAX_PROBE: usize = 128;
+/// The address of a retired slot (no lock lives at address 1).
+pub const TOMBSTONE: u64 = 1;
 /// HyperLogLog precision: 2^12 registers, a standard error of about 1.6%.
 const HLL_P: u32 = 12;
 const HLL_M: usize = 1 << HLL_P;
@@ -45,6 +54,11 @@ pub struct Slot {
     /// thread that did not take it) and by every new identity: a hold recorded under an older
     /// value has been ended elsewhere.
     pub epoch: AtomicU32,
+    /// Class id ([`Classes`]) of the current identity; 0 while it has none yet.
+    pub class: AtomicU32,
+    /// Generation + 1 of the last identity the program gave a name to (named identities keep
+    /// rows of their own when they end).
+    pub named: AtomicU32,
 }
 
 impl Slot {
@@ -61,12 +75,19 @@ impl Slot {
             holder_stack: AtomicU64::new(0),
             first_use: AtomicU32::new(0),
             epoch: AtomicU32::new(0),
+            class: AtomicU32::new(0),
+            named: AtomicU32::new(0),
         }
     }
-    /// The lock's address (0 for an empty slot).
+    /// The lock's address (0 for an empty slot, [`TOMBSTONE`] for a retired one).
     #[inline]
     pub fn addr(&self) -> u64 {
         self.addr.load(Acquire)
+    }
+    /// Whether the slot holds a lock now (neither empty nor retired).
+    #[inline]
+    pub fn in_use(&self) -> bool {
+        self.addr() > TOMBSTONE
     }
     /// The current generation.
     #[inline]
@@ -108,7 +129,7 @@ impl<'a> Registry<'a> {
         self.slots.len()
     }
 
-    /// Number of distinct addresses registered.
+    /// Number of addresses registered now (retired ones not counted).
     pub fn len(&self) -> usize {
         self.used.load(Relaxed) as usize
     }
@@ -118,39 +139,74 @@ impl<'a> Registry<'a> {
         self.len() == 0
     }
 
-    /// The slot (and its index) for `addr`, registering it as `kind` if absent. `None` when the
-    /// registry is full; the refusal is counted.
+    /// The slot (and its index) for `addr`, registering it as `kind` if absent (in the first
+    /// retired slot of its probe sequence, else an empty one). `None` when the registry is full;
+    /// the refusal is counted.
     #[inline]
     pub fn lookup(&self, addr: u64, kind: LockKind) -> Option<(u32, &'a Slot)> {
-        if addr == 0 || self.slots.is_empty() {
+        if addr <= TOMBSTONE || self.slots.is_empty() {
+            return None;
+        }
+        'retry: for _ in 0..4 {
+            let mut i = mix64(addr) as usize;
+            let mut tomb = None;
+            let probes = MAX_PROBE.min(self.slots.len());
+            for n in 0..probes {
+                let idx = i & self.mask;
+                let s = self.slots.get(idx)?;
+                let a = s.addr.load(Acquire);
+                if a == addr {
+                    return Some((idx as u32, s));
+                }
+                if a == TOMBSTONE && tomb.is_none() {
+                    tomb = Some((idx, s));
+                }
+                let last = n + 1 == probes;
+                if a == 0 || (last && tomb.is_some()) {
+                    // Absent: it would be here. Take the first retired slot passed, if any.
+                    let (idx, s, expect) = match tomb {
+                        Some((ti, ts)) => (ti, ts, TOMBSTONE),
+                        None => (idx, s, 0),
+                    };
+                    // Keep a little headroom so probe sequences stay short.
+                    if self.used.load(Relaxed) >= (self.slots.len() as u64 * 15) / 16 {
+                        break;
+                    }
+                    match s.addr.compare_exchange(expect, addr, AcqRel, Acquire) {
+                        Ok(_) => {
+                            s.kind.store(kind as u8, Relaxed);
+                            self.used.fetch_add(1, Relaxed);
+                            return Some((idx as u32, s));
+                        }
+                        Err(cur) if cur == addr => return Some((idx as u32, s)),
+                        // Another thread took the slot first: probe again.
+                        Err(_) => continue 'retry,
+                    }
+                }
+                i = i.wrapping_add(1);
+            }
+            break;
+        }
+        self.refuse(addr);
+        None
+    }
+
+    /// The slot of `addr` if it is registered (never registers it).
+    pub fn find(&self, addr: u64) -> Option<(u32, &'a Slot)> {
+        if addr <= TOMBSTONE {
             return None;
         }
         let mut i = mix64(addr) as usize;
         for _ in 0..MAX_PROBE.min(self.slots.len()) {
             let idx = i & self.mask;
             let s = self.slots.get(idx)?;
-            let a = s.addr.load(Acquire);
-            if a == addr {
-                return Some((idx as u32, s));
-            }
-            if a == 0 {
-                // Keep a little headroom so probe sequences stay short.
-                if self.used.load(Relaxed) >= (self.slots.len() as u64 * 15) / 16 {
-                    break;
-                }
-                match s.addr.compare_exchange(0, addr, AcqRel, Acquire) {
-                    Ok(_) => {
-                        s.kind.store(kind as u8, Relaxed);
-                        self.used.fetch_add(1, Relaxed);
-                        return Some((idx as u32, s));
-                    }
-                    Err(cur) if cur == addr => return Some((idx as u32, s)),
-                    Err(_) => {}
-                }
+            match s.addr.load(Acquire) {
+                a if a == addr => return Some((idx as u32, s)),
+                0 => return None,
+                _ => {}
             }
             i = i.wrapping_add(1);
         }
-        self.refuse(addr);
         None
     }
 
@@ -158,14 +214,41 @@ impl<'a> Registry<'a> {
     /// Returns the new generation (or `None` when the registry is full).
     pub fn renew(&self, addr: u64, kind: LockKind) -> Option<u32> {
         let (_, s) = self.lookup(addr, kind)?;
+        Some(self.renew_slot(s, kind))
+    }
+
+    /// A lock of class `class` is initialized at `addr`: starts a new identity of that class.
+    /// Returns the class of the identity this ends (0: none, or the registry is full).
+    pub fn begin(&self, addr: u64, kind: LockKind, class: u32) -> u32 {
+        let Some((_, s)) = self.lookup(addr, kind) else { return 0 };
+        let ended = s.class.load(Relaxed);
+        self.renew_slot(s, kind);
+        s.class.store(class, Relaxed);
+        ended
+    }
+
+    fn renew_slot(&self, s: &Slot, kind: LockKind) -> u32 {
         s.kind.store(kind as u8, Relaxed);
         s.last_owner.store(0, Relaxed);
         s.wanted.store(0, Relaxed);
         s.holder_thread.store(0, Relaxed);
         s.holder_site.store(0, Relaxed);
         s.holder_stack.store(0, Relaxed);
+        s.class.store(0, Relaxed);
         s.epoch.fetch_add(1, Relaxed);
-        Some(s.gen_.fetch_add(1, Relaxed).wrapping_add(1))
+        s.gen_.fetch_add(1, Relaxed).wrapping_add(1)
+    }
+
+    /// The lock at `addr` was destroyed: ends its identity and frees its slot for another address
+    /// (the generation goes on counting). Returns the class the ended identity had (0: none).
+    pub fn retire(&self, addr: u64) -> u32 {
+        let Some((_, s)) = self.find(addr) else { return 0 };
+        let class = s.class.load(Relaxed);
+        self.renew_slot(s, s.kind().unwrap_or(LockKind::Mutex));
+        if s.addr.compare_exchange(addr, TOMBSTONE, AcqRel, Relaxed).is_ok() {
+            self.used.fetch_sub(1, Relaxed);
+        }
+        class
     }
 
     fn refuse(&self, addr: u64) {
@@ -221,7 +304,140 @@ impl<'a> Registry<'a> {
 
     /// Every registered slot with its index.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &'a Slot)> + 'a {
-        self.slots.iter().enumerate().filter(|(_, s)| s.addr() != 0).map(|(i, s)| (i as u32, s))
+        self.slots.iter().enumerate().filter(|(_, s)| s.in_use()).map(|(i, s)| (i as u32, s))
+    }
+}
+
+/// How a class's locks came to be: the site of their `*_init`, or of their first use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ClassOrigin {
+    /// Initialized by a call (`pthread_mutex_init`, `sem_init`, ...) at the class's site.
+    Init = 1,
+    /// Never initialized by a call (a static initializer): first used at the class's site.
+    FirstUse = 2,
+}
+
+/// One lock class: `(site, kind, origin)`, and how many identities of it ended.
+#[derive(Debug, Default)]
+pub struct Class {
+    site: AtomicU64,
+    /// `kind | origin << 4`, 0 while the entry is free.
+    tag: AtomicU8,
+    /// Address of the first lock of the class (to tell its storage).
+    sample: AtomicU64,
+    /// Identities of this class that ended (destroyed or initialized again).
+    ended: AtomicU64,
+    /// First-use stacks taken for identities of this class ([`Class::take_first_use`]).
+    first_uses: AtomicU32,
+}
+
+impl Class {
+    const fn new() -> Self {
+        Class {
+            site: AtomicU64::new(0),
+            tag: AtomicU8::new(0),
+            sample: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+            first_uses: AtomicU32::new(0),
+        }
+    }
+    /// Whether one more identity of this class may have its first-use stack taken: true for the
+    /// first `max`. A class initialized at one site is named by that site; the first uses of a
+    /// million identities of it would name nothing more.
+    pub fn take_first_use(&self, max: u32) -> bool {
+        self.first_uses.load(Relaxed) < max && self.first_uses.fetch_add(1, Relaxed) < max
+    }
+    /// The class's call site.
+    pub fn site(&self) -> u64 {
+        self.site.load(Acquire)
+    }
+    /// Its locks' kind.
+    pub fn kind(&self) -> Option<LockKind> {
+        LockKind::from_u8(self.tag.load(Acquire) & 15)
+    }
+    /// How its locks came to be.
+    pub fn origin(&self) -> ClassOrigin {
+        if self.tag.load(Acquire) >> 4 == ClassOrigin::Init as u8 {
+            ClassOrigin::Init
+        } else {
+            ClassOrigin::FirstUse
+        }
+    }
+    /// Address of the first lock seen of this class.
+    pub fn sample_address(&self) -> u64 {
+        self.sample.load(Relaxed)
+    }
+    /// Identities of this class that ended.
+    pub fn ended(&self) -> u64 {
+        self.ended.load(Relaxed)
+    }
+}
+
+/// The lock classes: a fixed, insert-only, lock-free table of `N` (a power of two) entries.
+/// Class ids are 1-based (0: no class). When it is full, [`Classes::intern`] answers 0 and the
+/// identities stay without a class (the collector folds them by kind).
+#[derive(Debug)]
+pub struct Classes<const N: usize> {
+    entries: [Class; N],
+}
+
+impl<const N: usize> Default for Classes<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> Classes<N> {
+    /// An empty table.
+    pub const fn new() -> Self {
+        assert!(N.is_power_of_two() && N < 1 << 15);
+        Classes { entries: [const { Class::new() }; N] }
+    }
+
+    /// The id of class `(site, kind, origin)`, inserted if absent, with `addr` as its sample
+    /// address; 0 when the table is full. Lock-free (one CAS per new class), no allocation.
+    pub fn intern(&self, site: u64, kind: LockKind, origin: ClassOrigin, addr: u64) -> u32 {
+        let tag = (kind as u8 & 15) | ((origin as u8) << 4);
+        let mut i = mix64(site ^ ((tag as u64) << 56)) as usize;
+        for _ in 0..N.min(MAX_PROBE) {
+            let idx = i & (N - 1);
+            let Some(e) = self.entries.get(idx) else { return 0 };
+            let mut t = e.tag.load(Acquire);
+            if t == 0 {
+                // Claim the entry: the site first (under a tag no real class has), then the tag.
+                match e.tag.compare_exchange(0, 0xff, Acquire, Acquire) {
+                    Ok(_) => {
+                        e.site.store(site, Relaxed);
+                        e.sample.store(addr, Relaxed);
+                        e.tag.store(tag, Release);
+                        return idx as u32 + 1;
+                    }
+                    Err(cur) => t = cur,
+                }
+            }
+            // An entry being claimed (0xff) is stepped over, never waited for: at worst the same
+            // class gets two entries, each with exact counts of its own.
+            if t == tag && e.site.load(Relaxed) == site {
+                return idx as u32 + 1;
+            }
+            i = i.wrapping_add(1);
+        }
+        0
+    }
+
+    /// Class `id` (1-based).
+    pub fn get(&self, id: u32) -> Option<&Class> {
+        let e = self.entries.get((id as usize).checked_sub(1)?)?;
+        let t = e.tag.load(Acquire);
+        (t != 0 && t != 0xff).then_some(e)
+    }
+
+    /// Counts one ended identity of class `id` (nothing for 0).
+    pub fn ended(&self, id: u32) {
+        if let Some(e) = self.get(id) {
+            e.ended.fetch_add(1, Relaxed);
+        }
     }
 }
 
@@ -291,5 +507,78 @@ mod tests {
         });
         assert_eq!(r.len(), 1000);
         assert_eq!(r.iter().count(), 1000);
+    }
+
+    #[test]
+    fn retired_slots_are_reused_and_generations_go_on() {
+        let m = mem(64); // 60 usable
+        let r = Registry::new(&m);
+        let mut gens = std::collections::HashMap::new();
+        for n in 1..=10_000u64 {
+            let a = n * 64;
+            let (i, s) = r.lookup(a, LockKind::Mutex).expect("retired slots are reused");
+            assert!(s.in_use());
+            let g = s.generation();
+            if let Some(&old) = gens.get(&i) {
+                assert!(g > old, "slot {i}: generation {g} after {old}");
+            }
+            gens.insert(i, g);
+            assert_eq!(r.find(a).map(|(j, _)| j), Some(i));
+            r.retire(a);
+            assert!(r.find(a).is_none());
+        }
+        assert_eq!(r.len(), 0);
+        assert_eq!(r.refused_lookups(), 0);
+        assert_eq!(r.iter().count(), 0);
+    }
+
+    #[test]
+    fn lookup_finds_an_address_past_a_tombstone() {
+        let m = mem(64);
+        let r = Registry::new(&m);
+        // Fill enough that probe sequences overlap, retire every other one, look all up again.
+        let addrs: Vec<u64> = (1..=40u64).map(|n| n * 8).collect();
+        let idx: Vec<u32> =
+            addrs.iter().map(|&a| r.lookup(a, LockKind::Mutex).unwrap().0).collect();
+        for a in addrs.iter().step_by(2) {
+            r.retire(*a);
+        }
+        for (k, a) in addrs.iter().enumerate().skip(1).step_by(2) {
+            assert_eq!(r.lookup(*a, LockKind::Mutex).unwrap().0, idx[k], "no duplicate for {a}");
+        }
+        assert_eq!(r.len(), 20);
+    }
+
+    #[test]
+    fn begin_sets_the_class_and_retire_returns_it() {
+        let m = mem(64);
+        let r = Registry::new(&m);
+        let c: Classes<16> = Classes::new();
+        let k = c.intern(0x401000, LockKind::Mutex, ClassOrigin::Init, 0x5000);
+        assert_eq!(c.intern(0x401000, LockKind::Mutex, ClassOrigin::Init, 0x6000), k);
+        assert_ne!(c.intern(0x401000, LockKind::Mutex, ClassOrigin::FirstUse, 0), k);
+        assert_ne!(c.intern(0x401000, LockKind::RwLock, ClassOrigin::Init, 0), k);
+        let e = c.get(k).unwrap();
+        assert_eq!(
+            (e.site(), e.kind(), e.origin()),
+            (0x401000, Some(LockKind::Mutex), ClassOrigin::Init)
+        );
+        assert_eq!(e.sample_address(), 0x5000);
+        assert_eq!(r.begin(0x5000, LockKind::Mutex, k), 0);
+        assert_eq!(r.find(0x5000).unwrap().1.class.load(Relaxed), k);
+        assert_eq!(r.begin(0x5000, LockKind::Mutex, k), k, "a second init ends the first");
+        assert_eq!(r.retire(0x5000), k);
+        c.ended(k);
+        assert_eq!(c.get(k).unwrap().ended(), 1);
+        assert!(c.get(0).is_none() && c.get(99).is_none());
+    }
+
+    #[test]
+    fn a_full_class_table_answers_zero() {
+        let c: Classes<4> = Classes::new();
+        let ids: Vec<u32> =
+            (1..=6u64).map(|n| c.intern(n * 16, LockKind::Mutex, ClassOrigin::Init, 0)).collect();
+        assert_eq!(ids.iter().filter(|&&i| i != 0).count(), 4);
+        assert_eq!(ids[4..], [0, 0]);
     }
 }

@@ -358,6 +358,30 @@ impl LiveStats {
         }
     }
 
+    /// Adds a snapshot `o` to these statistics, like [`LiveStats::absorb`]. Single writer (of
+    /// `self`) only.
+    pub fn absorb_stats(&self, o: &Stats) {
+        self.acquisitions.add(o.acquisitions);
+        self.contended.add(o.contended);
+        self.trylock_failures.add(o.trylock_failures);
+        self.wait_ns_total.add(o.wait_ns_total);
+        self.wait_ns_max.max(o.wait_ns_max);
+        self.hold_ns_total.add(o.hold_ns_total);
+        self.hold_ns_max.max(o.hold_ns_max);
+        self.holds_timed.add(o.holds_timed);
+        self.owner_changes.add(o.owner_changes);
+        self.cnt_hold.add(o.cnt_hold);
+        self.cnt_lock.add(o.cnt_lock);
+        self.cond_waits.add(o.cond_waits);
+        self.cond_wait_ns.add(o.cond_wait_ns);
+        if let Some(d) = self.wait_hist() {
+            d.absorb_counts(&o.wait_hist);
+        }
+        if let Some(d) = self.hold_hist() {
+            d.absorb_counts(&o.hold_hist);
+        }
+    }
+
     /// Zeroes every figure. Single writer only.
     pub fn clear(&self) {
         for c in [

@@ -14,7 +14,7 @@
 //!   live beside the records of their segment in two arrays of their own. A [`Memory`] maps them
 //!   reserved and uncommitted (`MAP_NORESERVE`), so the pages of a histogram cost memory only once
 //!   a record first waits (wait histogram) or times a hold (hold histogram); a record that never
-//!   sees contention with `--hold off` costs its 136 bytes of counters.
+//!   sees contention with `--hold off` costs its 144 bytes of key and counters.
 //! - **The index** (key hash → record number, 8 bytes a slot, at most half full) is open-addressed
 //!   with linear probing and doubles by rehashing into a new mapping. Only the writer reads it;
 //!   readers iterate the records themselves, in insertion order.
@@ -58,6 +58,11 @@ pub unsafe trait Memory: Sync {
         let _ = bytes;
         true
     }
+    /// Gives back what [`Memory::charge`] took for records that are gone ([`Table::clear`]: their
+    /// memory stays mapped and is what the next records use). The default does nothing.
+    fn refund(&self, bytes: usize) {
+        let _ = bytes;
+    }
 }
 
 /// Most segments: far more records than a `u32` record number can name.
@@ -74,6 +79,9 @@ const fn page_up(n: usize) -> usize {
 pub struct Entry {
     k1: AtomicU64,
     k2: AtomicU64,
+    /// A word the writer keeps beside the record (the preload: which lock identity the counts
+    /// belong to, when the key names only the registry slot); 0 in a new record.
+    pub tag: AtomicU64,
     /// The record's statistics.
     pub stats: LiveStats,
 }
@@ -313,10 +321,12 @@ impl<'m> Table<'m> {
     pub fn clear(&self) {
         let n = self.len.load(Relaxed);
         self.len.store(0, Release);
+        self.mem.refund(n * RECORD_BYTES);
         for i in 0..n {
             if let Some(e) = self.record(i) {
                 e.k1.store(0, Release);
                 e.k2.store(0, Relaxed);
+                e.tag.store(0, Relaxed);
                 e.stats.clear();
             }
         }
@@ -325,6 +335,11 @@ impl<'m> Table<'m> {
             // SAFETY: `i` is below the index's capacity.
             unsafe { &*idx.add(i) }.store(0, Relaxed);
         }
+    }
+
+    /// The records in use, in insertion order (any thread), with their keys and tags.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> + '_ {
+        (0..self.len()).filter_map(|n| self.record(n)).filter(|e| e.key().0 != 0)
     }
 
     /// The records in use, in insertion order (any thread).
@@ -480,6 +495,21 @@ mod tests {
             assert_eq!(bytes, RECORD_BYTES);
             self.1.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
         }
+        fn refund(&self, bytes: usize) {
+            self.1.fetch_add(bytes / RECORD_BYTES, Relaxed);
+        }
+    }
+
+    #[test]
+    fn clear_gives_back_the_charge_of_its_records() {
+        let mem = Budget(HeapMemory::new(usize::MAX), AtomicUsize::new(100));
+        let t = Table::new(&mem, 16);
+        for round in 0..3u64 {
+            let kept = (1..=150u64).filter(|&k| t.get(k + round * 1000, 0).is_some()).count();
+            assert_eq!(kept, 100, "round {round}: the cap holds, and a cleared table refills");
+            t.clear();
+        }
+        assert_eq!(mem.1.load(Relaxed), 100);
     }
 
     #[test]

@@ -20,8 +20,8 @@ use crate::layout::{
     VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, Event, EventKind, Header, LockInfo, LockKind, LockSleep,
-    MapEntry, Mode, Overhead, Profile, Record, Stack, Stats, ThreadInfo,
+    ClockInfo, CpuStats, Dropped, Event, EventKind, Header, LockClass, LockInfo, LockKind,
+    LockSleep, MapEntry, Mode, Overhead, Profile, Record, Stack, Stats, ThreadInfo,
 };
 
 /// Why bytes are not a readable profile, and where.
@@ -487,6 +487,17 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                 preempted_holds: c.opt_u64().map_err(at)?.unwrap_or(0),
                 preempted_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                 preempted_wait_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+            }),
+            tag::LOCK_CLASS => p.lock_classes.push(LockClass {
+                lock: c.u32().map_err(at)?,
+                site: c.u64().map_err(at)?,
+                initialized: match c.u8().map_err(at)? {
+                    1 => true,
+                    2 => false,
+                    o => return Err(at(c.bad_code("class origin", o))),
+                },
+                lifetimes: c.u64().map_err(at)?,
+                sample_address: c.u64().map_err(at)?,
             }),
             tag::CPU => p.cpus.push(CpuStats {
                 cpu: c.u32().map_err(at)?,

@@ -23,8 +23,8 @@ use crate::layout::{
     self, END_PAYLOAD_LEN, FRAME_LEN, Fnv64, MAGIC, MAX_PAYLOAD, MAX_STRING, VERSION, flags, tag,
 };
 use crate::model::{
-    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, IntervalLock, LockKind, LockSleep,
-    Mode, Overhead, Profile, Record, Stats,
+    ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, IntervalLock, LockClass, LockKind,
+    LockSleep, Mode, Overhead, Profile, Record, Stats,
 };
 
 /// Why a [`Sink`] could not take bytes.
@@ -717,6 +717,17 @@ impl<S: Sink> Encoder<S> {
         self.emit(tag::LOCK_SLEEP, 0, &mut r, &[], false)
     }
 
+    /// Writes that lock `c.lock` is a class.
+    pub fn lock_class(&mut self, c: &LockClass) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(c.lock);
+        r.u64(c.site);
+        r.u8(if c.initialized { 1 } else { 2 });
+        r.u64(c.lifetimes);
+        r.u64(c.sample_address);
+        self.emit(tag::LOCK_CLASS, 0, &mut r, &[], false)
+    }
+
     /// Writes one interned stack (at most [`MAX_STACK_FRAMES`] frames are kept).
     pub fn stack(&mut self, id: u32, frames: &[u64]) -> Result<(), EncodeError> {
         let frames = frames.get(..frames.len().min(MAX_STACK_FRAMES)).unwrap_or_default();
@@ -868,6 +879,9 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
     }
     for l in &p.lock_sleeps {
         e.lock_sleep(l)?;
+    }
+    for c in &p.lock_classes {
+        e.lock_class(c)?;
     }
     for st in &p.stacks {
         e.stack(st.id, &st.frames)?;

@@ -65,6 +65,8 @@ pub mod tag {
     pub const INTERVAL: u16 = 0x000D;
     /// What one lock did in one interval.
     pub const INTERVAL_LOCK: u16 = 0x000E;
+    /// A lock that folds the identities of one class ([`crate::LockClass`]).
+    pub const LOCK_CLASS: u16 = 0x000F;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -85,6 +87,7 @@ pub mod tag {
             NOTE => "note",
             INTERVAL => "interval",
             INTERVAL_LOCK => "interval lock",
+            LOCK_CLASS => "lock class",
             END => "end",
             _ => "unknown",
         }

@@ -29,6 +29,9 @@ pub struct Profile {
     /// What the kernel saw of locks another collector metered (`run --kernel`): sleeps in the
     /// kernel on the lock's futex words. At most one per lock.
     pub lock_sleeps: Vec<LockSleep>,
+    /// Locks of the profile that are classes: the statistics of many lock identities that ended
+    /// (destroyed), folded by where they were initialized or first used. At most one per lock.
+    pub lock_classes: Vec<LockClass>,
     /// What did not fit in the fixed-size tables.
     pub dropped: Dropped,
     /// The profiler's own cost.
@@ -194,6 +197,25 @@ pub struct Record {
     pub mode: Mode,
     /// The numbers.
     pub stats: Stats,
+}
+
+/// A lock of the profile that is a *class* (as the kernel's lockdep classes): the folded
+/// statistics of the lock identities that ended (were destroyed) and were initialized at one call
+/// site (or, for locks never initialized by a call, first used there). Its `LockInfo` has address
+/// 0 and generation 0; live identities keep their own locks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LockClass {
+    /// `LockInfo::id`.
+    pub lock: u32,
+    /// The call site (return address) of the init call, or of the first use (0: the identities
+    /// the collector could not class, folded by kind).
+    pub site: u64,
+    /// Whether `site` is where the locks were initialized (else where they were first used).
+    pub initialized: bool,
+    /// Lock identities of this class that ended (destroyed, or initialized again).
+    pub lifetimes: u64,
+    /// The address of the first lock of the class (its storage: heap, stack, ...); 0 if unknown.
+    pub sample_address: u64,
 }
 
 /// The kernel's side of one lock metered in user space: its waits that slept in the kernel (on a

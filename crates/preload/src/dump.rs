@@ -47,8 +47,6 @@ pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_STACK: AtomicU64 = AtomicU64::new(0);
 /// This image's number within the pid (0, then +1 after each exec).
 pub(crate) static IMAGE_SEQ: AtomicU32 = AtomicU32::new(0);
-/// Registry slot and generation of the calibration lock, left out of the profile.
-pub(crate) static CALIB_KEY: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Static buffers of the (single) dumping thread.
 struct Bufs {
@@ -264,19 +262,21 @@ fn take_baseline() -> Result<(), &'static [u8]> {
         return Err(NOMEM);
     }
     // The time series restarts too, from the same reading of the records.
-    let calib = CALIB_KEY.load(Relaxed);
+    let reg = state::registry();
     // SAFETY: as above.
     unsafe { crate::timeline::begin_sums() };
     for row in rows() {
         let owner = row_owner(&row);
-        for (k1, site, live) in row.table.iter() {
+        for e in row.table.entries() {
+            let ((k1, site), live) = (e.key(), &e.stats);
+            let Some(r) = reg.and_then(|reg| record_row(reg, k1, e.tag.load(Relaxed))) else {
+                continue;
+            };
             let st = live.snapshot();
             // SAFETY: as above.
-            unsafe { crate::live::put(owner, k1, site, &st) };
-            if let Some((pair, ..)) = record_key(k1, calib) {
-                // SAFETY: as above.
-                unsafe { crate::timeline::add(pair, &st) };
-            }
+            unsafe { crate::live::put(owner, r.base, site, &st) };
+            // SAFETY: as above.
+            unsafe { crate::timeline::add(r.row, &st) };
         }
     }
     merged.free();
@@ -295,28 +295,55 @@ fn take_baseline() -> Result<(), &'static [u8]> {
     Ok(())
 }
 
-/// A record key's lock identity `(slot << 32 | generation)`, slot, generation, kind and mode;
-/// `None` for the calibration lock (`calib`) and keys that do not decode.
-fn record_key(k1: u64, calib: u64) -> Option<(u64, u32, u32, LockKind, Mode)> {
-    let (slot_idx, gen_, kind, mode) = crate::meter::unkey(k1);
-    let pair = ((slot_idx as u64) << 32) | gen_ as u64;
-    if pair == calib {
-        return None;
-    }
-    Some((pair, slot_idx, gen_, LockKind::from_u8(kind)?, Mode::from_u8(mode)?))
+/// What a record of the tables is in the profile (see [`record_row`]).
+struct RecordRow {
+    /// A row of its own, a class, or left out.
+    ident: crate::classes::Ident,
+    /// The key of its row: a live identity's `(slot << 32) | generation`, a class's
+    /// [`class_pair`] (the time series and the lock ids use it).
+    row: u64,
+    /// The key its reset baseline is kept under: the identity's own, so that the next identity
+    /// in a slot does not inherit it.
+    base: u64,
+    kind: LockKind,
+    mode: Mode,
+}
+
+/// What record `k1` tagged `tag` is in the profile; `None` for the calibration lock, records not
+/// yet tagged and keys that do not decode.
+fn record_row(
+    reg: &lockmeter_core::registry::Registry<'_>,
+    k1: u64,
+    tag: u64,
+) -> Option<RecordRow> {
+    let (slot_idx, g, kind, mode) = crate::classes::unkey(k1);
+    let (kind, mode) = (LockKind::from_u8(kind)?, Mode::from_u8(mode)?);
+    let ident = crate::classes::resolve(Some(reg), k1, tag);
+    let row = match ident {
+        crate::classes::Ident::Live(pair) => pair,
+        crate::classes::Ident::Class(c) => class_pair(c, kind as u8),
+        crate::classes::Ident::Skip => return None,
+    };
+    let base = if slot_idx == crate::classes::CLASS_SLOT || g != 0 {
+        k1
+    } else {
+        crate::classes::key(slot_idx, crate::classes::untag(tag).0, kind, mode)
+    };
+    Some(RecordRow { ident, row, base, kind, mode })
 }
 
 /// Sums every record per lock for the time series (the caller holds the writer's lock).
 fn sum_records() {
-    let calib = CALIB_KEY.load(Relaxed);
+    let reg = state::registry();
     let merged = Merged::of_exited();
     // SAFETY: the caller holds the writer's lock.
     unsafe { crate::timeline::begin_sums() };
     for row in rows(&merged) {
-        for (k1, _, live) in row.table.iter() {
-            if let Some((pair, ..)) = record_key(k1, calib) {
+        for e in row.table.entries() {
+            let (k1, _) = e.key();
+            if let Some(r) = reg.and_then(|reg| record_row(reg, k1, e.tag.load(Relaxed))) {
                 // SAFETY: as above.
-                unsafe { crate::timeline::add(pair, &live.snapshot()) };
+                unsafe { crate::timeline::add(r.row, &e.stats.snapshot()) };
             }
         }
     }
@@ -586,32 +613,60 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
     });
     // Threads written so far (a thread is listed with its first record or event).
     let listed_threads = IdMap::new(rows().count());
-    let calib = CALIB_KEY.load(Relaxed);
+    let mut lost_to_fold = 0u64;
     // SAFETY: the caller holds the writer's lock (DUMP).
     unsafe { crate::timeline::begin_sums() };
     for sh in rows() {
         let owner = row_owner(&sh);
-        for (k1, site, live) in sh.table.iter() {
-            let Some((pair, slot_idx, gen_, kind, mode)) = record_key(k1, calib) else {
-                continue;
-            };
+        // The records of identities that ended, folded by class (see `meter`'s lock classes).
+        let folded = Table::new(&state::SCRATCH, 64);
+        for e in sh.table.entries() {
+            let ((k1, site), live) = (e.key(), &e.stats);
+            let Some(r) = record_row(reg, k1, e.tag.load(Relaxed)) else { continue };
             let mut st = live.snapshot();
             // The time series sums the raw figures (a reset's are in its base too).
             // SAFETY: the caller holds the writer's lock (DUMP).
-            unsafe { crate::timeline::add(pair, &st) };
+            unsafe { crate::timeline::add(r.row, &st) };
             // SAFETY: the caller holds the writer's lock (DUMP).
-            let since_reset = unsafe { crate::live::subtract(owner, k1, site, &mut st) };
+            let since_reset = unsafe { crate::live::subtract(owner, r.base, site, &mut st) };
             if since_reset && crate::live::is_zero(&st) {
                 continue; // nothing since the last reset
             }
+            let (kind, mode) = (r.kind, r.mode);
+            let (pair, slot_idx) = match r.ident {
+                crate::classes::Ident::Live(pair) => (pair, (pair >> 32) as u32),
+                crate::classes::Ident::Skip => continue,
+                crate::classes::Ident::Class(c) => {
+                    match folded.get(crate::classes::class_key(c, kind as u8, mode as u8), site) {
+                        Some(f) => f.stats.absorb_stats(&st),
+                        None => lost_to_fold += st.acquisitions,
+                    }
+                    continue;
+                }
+            };
             if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
                 write_thread(b, enc, &sh)?;
             }
             let (id, new) = ids.get(pair)?;
             if new {
-                write_lock(enc, reg, &names, id, slot_idx, gen_, kind).ok()?;
+                write_lock(enc, reg, &names, id, slot_idx, (pair & 0xffff_ffff) as u32, kind)
+                    .ok()?;
             }
             enc.stats(sh.index, id, site, mode, &st).ok()?;
+        }
+        for (k1, site, live) in folded.iter() {
+            let (_, class, kind, mode) = crate::classes::unkey(k1);
+            let (Some(kind), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+                continue;
+            };
+            if matches!(listed_threads.get(sh.index as u64), Some((_, true))) {
+                write_thread(b, enc, &sh)?;
+            }
+            let (id, new) = ids.get(class_pair(class, kind as u8))?;
+            if new {
+                write_class(enc, id, class, kind).ok()?;
+            }
+            enc.stats(sh.index, id, site, mode, &live.snapshot()).ok()?;
         }
     }
     // Stacks, deduplicated across threads, then the events that use them.
@@ -634,12 +689,19 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             if failed {
                 return;
             }
-            let (slot_idx, gen_, _, mode) = crate::meter::unkey(k.lock);
-            let pair = ((slot_idx as u64) << 32) | gen_ as u64;
+            let (_, _, kind, mode) = crate::classes::unkey(k.lock);
             let Some(mode) = Mode::from_u8(mode) else { return };
-            if pair == calib {
-                return;
-            }
+            let pair = match crate::classes::resolve_event(Some(reg), k.lock) {
+                crate::classes::Ident::Live(pair) => pair,
+                crate::classes::Ident::Skip => return,
+                // A class is named by its site: the first uses of its identities are left out.
+                crate::classes::Ident::Class(_)
+                    if k.kind == lockmeter_core::stacks::EventKind::FirstUse =>
+                {
+                    return;
+                }
+                crate::classes::Ident::Class(c) => class_pair(c, kind),
+            };
             let Some(stack) = stack_ids.find(k.stack) else { return };
             // Only locks with recorded acquisitions are listed; the others are counted as
             // dropped, and their events (a first use, say) go with them.
@@ -705,7 +767,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         threads: state::THREADS_REFUSED.load(Relaxed),
         stacks: merged.lost_stacks,
         acquisitions_no_thread: state::ACQ_NO_SHARD.load(Relaxed),
-        acquisitions_table_full: merged.lost_acquisitions,
+        acquisitions_table_full: merged.lost_acquisitions + lost_to_fold,
         ..Dropped::default()
     };
     let mut acquisitions = 0u64;
@@ -716,12 +778,12 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         d.stacks += sh.stacks_dropped.get();
     }
     // The program's acquisitions only: the collector's own calibration pairs are not its cost.
-    let calib = CALIB_KEY.load(Relaxed);
     for sh in rows() {
-        for (k1, _, live) in sh.table.iter() {
-            let (slot_idx, gen_, _, _) = crate::meter::unkey(k1);
-            if ((slot_idx as u64) << 32) | gen_ as u64 != calib {
-                acquisitions += live.acquisitions.get();
+        for e in sh.table.entries() {
+            if crate::classes::resolve(Some(reg), e.key().0, e.tag.load(Relaxed))
+                != crate::classes::Ident::Skip
+            {
+                acquisitions += e.stats.acquisitions.get();
             }
         }
     }
@@ -757,11 +819,36 @@ fn write_lock(
     gen_: u32,
     kind: LockKind,
 ) -> Result<(), lockmeter_format::EncodeError> {
-    let addr = reg.slot(slot_idx).map(|s| s.addr()).unwrap_or(0);
+    // An identity that ended (a named one keeps its row) may have left its slot to another lock.
+    let addr =
+        reg.slot(slot_idx).filter(|s| s.in_use() && s.generation() == gen_).map_or(0, |s| s.addr());
     let name = names
         .find(((slot_idx as u64) << 32) | gen_ as u64)
         .and_then(|off| crate::names::name_at(off.wrapping_sub(1)));
     enc.lock(id, addr, gen_, kind, name)
+}
+
+/// The lock-id map key of class `class` of kind `kind` (no identity has slot `CLASS_SLOT`).
+fn class_pair(class: u32, kind: u8) -> u64 {
+    ((crate::classes::CLASS_SLOT as u64) << 32) | ((class as u64) << 8) | kind as u64
+}
+
+/// Writes a class's lock: address and generation 0, and what the class is.
+fn write_class(
+    enc: &mut Enc,
+    id: u32,
+    class: u32,
+    kind: LockKind,
+) -> Result<(), lockmeter_format::EncodeError> {
+    enc.lock(id, 0, 0, kind, None)?;
+    let c = crate::classes::CLASSES.get(class);
+    enc.lock_class(&lockmeter_format::LockClass {
+        lock: id,
+        site: c.map_or(0, |c| c.site()),
+        initialized: c.is_some_and(|c| c.origin() == lockmeter_core::registry::ClassOrigin::Init),
+        lifetimes: c.map_or(0, |c| c.ended()),
+        sample_address: c.map_or(0, |c| c.sample_address()),
+    })
 }
 
 /// The thread index of the row of exited threads (above every shard's index).
@@ -865,10 +952,9 @@ impl Merged {
             }
         }
         for ex in exited() {
-            for (k1, site, live) in ex.table.iter() {
-                match m.table.get(k1, site) {
-                    Some(e) => e.stats.absorb(live),
-                    None => m.lost_acquisitions += live.acquisitions.get(),
+            for e in ex.table.entries() {
+                if !crate::classes::merge_record(state::registry(), &m.table, e) {
+                    m.lost_acquisitions += e.stats.acquisitions.get();
                 }
             }
             ex.stacks.for_each(|_, frames| {

@@ -184,16 +184,14 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
 }
 
-/// Interposed `pthread_mutex_init`: a new lock identity at this address.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_init(
+// `pthread_mutex_init`: a new lock identity at this address, of the class of this call site.
+trampoline!("C" fn pthread_mutex_init(_m: *mut pthread_mutex_t, _a: *const libc::pthread_mutexattr_t) -> c_int; x86 "rdx", arm "x2" => imp_mutex_init);
+unsafe extern "C" fn imp_mutex_init(
     m: *mut pthread_mutex_t,
     a: *const libc::pthread_mutexattr_t,
+    site: usize,
 ) -> c_int {
-    renew(m as usize, LockKind::Mutex);
+    begin(m as usize, LockKind::Mutex, site);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::mutex_init(m, a) }
 }
@@ -212,7 +210,7 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
         }
     };
     if r == 0 {
-        renew(m as usize, LockKind::Mutex);
+        end(m as usize);
     }
     r
 }
@@ -228,10 +226,30 @@ fn swapped_acquire(
     meter::lock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || s.try_lock(), lock)
 }
 
-fn renew(addr: usize, kind: LockKind) {
+/// A lock is initialized at `addr` by a call at `site`: a new identity, of that site's class.
+/// Bounded and lock-free: a class table probe (one CAS for a new class) and a registry lookup.
+fn begin(addr: usize, kind: LockKind, site: usize) {
     if let Some(cx) = enter() {
         if let Some(r) = crate::state::registry() {
-            r.renew(addr as u64, kind);
+            let class = crate::classes::CLASSES.intern(
+                site as u64,
+                kind,
+                lockmeter_core::registry::ClassOrigin::Init,
+                addr as u64,
+            );
+            crate::classes::CLASSES.ended(r.begin(addr as u64, kind, class));
+        }
+        leave(cx);
+    }
+}
+
+/// The lock at `addr` was destroyed: its identity ends (its class counts one more lifetime) and
+/// its registry slot is freed for another lock. The records of the identity, in any thread's
+/// table, are folded into its class by their threads or when the profile is written.
+fn end(addr: usize) {
+    if let Some(cx) = enter() {
+        if let Some(r) = crate::state::registry() {
+            crate::classes::CLASSES.ended(r.retire(addr as u64));
         }
         leave(cx);
     }
@@ -382,16 +400,13 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_in
     meter::unlock_with(l as usize, || unsafe { real::rwlock_unlock(l) })
 }
 
-/// Interposed `pthread_rwlock_init`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_init(
+trampoline!("C" fn pthread_rwlock_init(_l: *mut pthread_rwlock_t, _a: *const libc::pthread_rwlockattr_t) -> c_int; x86 "rdx", arm "x2" => imp_rwlock_init);
+unsafe extern "C" fn imp_rwlock_init(
     l: *mut pthread_rwlock_t,
     a: *const libc::pthread_rwlockattr_t,
+    site: usize,
 ) -> c_int {
-    renew(l as usize, LockKind::RwLock);
+    begin(l as usize, LockKind::RwLock, site);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::rwlock_init(l, a) }
 }
@@ -410,7 +425,7 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_i
         }
     };
     if r == 0 {
-        renew(l as usize, LockKind::RwLock);
+        end(l as usize);
     }
     r
 }
@@ -449,13 +464,13 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_in
     meter::unlock_with(l as usize, || unsafe { real::spin_unlock(l) })
 }
 
-/// Interposed `pthread_spin_init`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
-    renew(l as usize, LockKind::SpinLock);
+trampoline!("C" fn pthread_spin_init(_l: *mut pthread_spinlock_t, _pshared: c_int) -> c_int; x86 "rdx", arm "x2" => imp_spin_init);
+unsafe extern "C" fn imp_spin_init(
+    l: *mut pthread_spinlock_t,
+    pshared: c_int,
+    site: usize,
+) -> c_int {
+    begin(l as usize, LockKind::SpinLock, site);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::spin_init(l, pshared) }
 }
@@ -469,7 +484,7 @@ pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_i
     // SAFETY: forwarded with the caller's arguments.
     let r = unsafe { real::spin_destroy(l) };
     if r == 0 {
-        renew(l as usize, LockKind::SpinLock);
+        end(l as usize);
     }
     r
 }
@@ -676,18 +691,15 @@ pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
     meter::sem_post_with(s as usize, || unsafe { real::sem_post(s) })
 }
 
-/// Interposed `sem_init`: a new lock identity at this address.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sem_init(
+trampoline!("C" fn sem_init(_s: *mut sem_t, _pshared: c_int, _value: core::ffi::c_uint) -> c_int; x86 "rcx", arm "x3" => imp_sem_init);
+unsafe extern "C" fn imp_sem_init(
     s: *mut sem_t,
     pshared: c_int,
     value: core::ffi::c_uint,
+    site: usize,
 ) -> c_int {
     let e = crate::sys::errno();
-    renew(s as usize, LockKind::Semaphore);
+    begin(s as usize, LockKind::Semaphore, site);
     crate::sys::set_errno(e);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::sem_init(s, pshared, value) }
@@ -703,7 +715,7 @@ pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
     let r = unsafe { real::sem_destroy(s) };
     if r == 0 {
         let e = crate::sys::errno();
-        renew(s as usize, LockKind::Semaphore);
+        end(s as usize);
         crate::sys::set_errno(e);
     }
     r
@@ -794,14 +806,11 @@ pub unsafe extern "C" fn mtx_unlock(m: *mut MtxT) -> c_int {
     errno_to_thrd(meter::unlock_with(m as usize, || thrd_to_errno(unsafe { real::mtx_unlock(m) })))
 }
 
-/// Interposed `mtx_init`: a new lock identity at this address.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_init(m: *mut MtxT, kind: c_int) -> c_int {
+// `mtx_init`: a new lock identity at this address, of the class of this call site.
+trampoline!("C" fn mtx_init(_m: *mut MtxT, _k: c_int) -> c_int; x86 "rdx", arm "x2" => imp_mtx_init);
+unsafe extern "C" fn imp_mtx_init(m: *mut MtxT, kind: c_int, site: usize) -> c_int {
     let e = crate::sys::errno();
-    renew(m as usize, LockKind::Mutex);
+    begin(m as usize, LockKind::Mutex, site);
     crate::sys::set_errno(e);
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::mtx_init(m, kind) }
@@ -816,7 +825,7 @@ pub unsafe extern "C" fn mtx_destroy(m: *mut MtxT) {
     // SAFETY: forwarded with the caller's arguments.
     unsafe { real::mtx_destroy(m) };
     let e = crate::sys::errno();
-    renew(m as usize, LockKind::Mutex);
+    end(m as usize);
     crate::sys::set_errno(e);
 }
 

@@ -194,7 +194,7 @@ fn calibrate_overhead() {
     if let Some(reg) = state::registry()
         && let Some((idx, slot)) = reg.lookup(addr as u64, LockKind::Mutex)
     {
-        dump::CALIB_KEY.store(((idx as u64) << 32) | slot.generation() as u64, Relaxed);
+        crate::classes::CALIB_KEY.store(((idx as u64) << 32) | slot.generation() as u64, Relaxed);
         reg.renew(addr as u64, LockKind::Mutex);
         slot.last_owner.store(0, Relaxed);
     }

@@ -29,6 +29,7 @@
 //! [`lockmeter_core::settings`]; `lockmeter run` derives its flags from the same table, and the
 //! README's settings section is generated from it.
 
+mod classes;
 mod control;
 mod dump;
 mod hooks;

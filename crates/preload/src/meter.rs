@@ -5,11 +5,12 @@
 //! costs one trylock, two table lookups (usually one cache hit), a few relaxed stores, and, with
 //! hold timing on, one clock read; the release path one clock read more.
 
+use crate::classes::{CLASSES, NAMED, event_key, key, retag, tag};
 use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicU32, Ordering::AcqRel};
-use lockmeter_core::registry::Slot;
+use lockmeter_core::registry::{ClassOrigin, Slot};
 use lockmeter_core::stacks::{EventKey, EventKind, MAX_FRAMES};
 use lockmeter_core::stats::LiveStats;
 use lockmeter_core::{LockKind, Mode, clock};
@@ -17,27 +18,23 @@ use lockmeter_core::{LockKind, Mode, clock};
 /// Bit of `Slot::wanted` set by a failed trylock; the low bits count blocked waiters.
 const TRY_WANTED: u32 = 1 << 31;
 
-/// Packs a record key: valid bit, registry slot, generation, kind, mode.
-#[inline(always)]
-pub(crate) fn key(slot: u32, gen_: u32, kind: LockKind, mode: Mode) -> u64 {
-    (1u64 << 63)
-        | ((slot as u64 & 0x7ff_ffff) << 36)
-        | ((gen_ as u64 & 0x7fff_ffff) << 5)
-        | ((kind as u64 & 7) << 2)
-        | (mode as u64 & 3)
+/// The class of the identity in `slot`, given now if it has none: the site of its first use (a
+/// lock never initialized by a call).
+#[inline]
+fn class_of(slot: &Slot, addr: usize, kind: LockKind, site: usize) -> u32 {
+    let c = slot.class.load(Relaxed);
+    if c != 0 || crate::state::CALIBRATING.load(Relaxed) {
+        return c;
+    }
+    let c = CLASSES.intern(site as u64, kind, ClassOrigin::FirstUse, addr as u64);
+    match slot.class.compare_exchange(0, c, Relaxed, Relaxed) {
+        Ok(_) => c,
+        Err(cur) => cur,
+    }
 }
 
-/// Unpacks a record key into (slot, generation, kind, mode).
-pub(crate) fn unkey(k: u64) -> (u32, u32, u8, u8) {
-    (
-        ((k >> 36) & 0x7ff_ffff) as u32,
-        ((k >> 5) & 0x7fff_ffff) as u32,
-        ((k >> 2) & 7) as u8,
-        (k & 3) as u8,
-    )
-}
-
-/// The record and registry slot for (lock, site, mode), through the thread's lookup cache.
+/// The record and registry slot for (lock, site, mode), through the thread's lookup cache, and
+/// the lock's event key.
 #[inline(always)]
 fn lookup(
     cx: &Cx,
@@ -58,8 +55,9 @@ fn lookup(
         // SAFETY: cached pointers point into the registry and the shard table, never unmapped.
         let slot = unsafe { &*c.slot };
         if slot.generation() == c.gen_ {
+            let k = event_key(c.slot_idx, c.gen_, slot.class.load(Relaxed), kind, mode);
             // SAFETY: as above.
-            return Some((unsafe { &(*c.entry).stats }, slot, key(c.slot_idx, c.gen_, kind, mode)));
+            return Some((unsafe { &(*c.entry).stats }, slot, k));
         }
     }
     let reg = crate::state::registry()?;
@@ -73,10 +71,36 @@ fn lookup(
         return None;
     };
     let gen_ = slot.generation();
+    let class = class_of(slot, addr, kind, site);
+    let ek = event_key(idx, gen_, class, kind, mode);
     if CFG.frames.load(Relaxed) > 0 {
-        first_use(cx, slot, key(idx, gen_, kind, mode), site);
+        first_use(cx, slot, ek, site, class);
     }
-    let Some(entry) = cx.shard.table.get(key(idx, gen_, kind, mode), site as u64) else {
+    let k1 = key(idx, 0, kind, mode);
+    let named = if slot.named.load(Relaxed) == gen_.wrapping_add(1) { NAMED } else { 0 };
+    let want = tag(gen_, class) | named;
+    let entry = match cx.shard.table.get(k1, site as u64) {
+        Some(e) if e.tag.load(Relaxed) & !NAMED == want & !NAMED => {
+            if named != 0 && e.tag.load(Relaxed) & NAMED == 0 {
+                e.tag.fetch_or(NAMED, Relaxed);
+            }
+            Some(e)
+        }
+        Some(e) => {
+            let moved = e.stats.acquisitions.get();
+            if retag(Some(reg), &cx.shard.table, e, k1, site as u64, want) {
+                Some(e)
+            } else {
+                // The dead identity's counts had nowhere to go: counted as dropped.
+                cx.shard.dropped.add(moved);
+                e.stats.clear();
+                e.tag.store(want, Relaxed);
+                Some(e)
+            }
+        }
+        None => None,
+    };
+    let Some(entry) = entry else {
         if !calibrating() {
             cx.shard.dropped.add(1);
             // A lock identity is (address, generation): count identities, not addresses.
@@ -93,22 +117,33 @@ fn lookup(
         c.slot = slot;
         c.entry = entry;
     }
-    Some((&entry.stats, slot, key(idx, gen_, kind, mode)))
+    Some((&entry.stats, slot, ek))
 }
 
 /// First uses recorded so far (bounded: a program that makes a million locks pays for 4096).
 static FIRST_USES: AtomicU32 = AtomicU32::new(0);
 const MAX_FIRST_USES: u32 = 4096;
 
+/// Identities of a class initialized by a call whose first uses are recorded: the class names
+/// the others (a program that makes a million locks at one site pays for these few).
+const FIRST_USES_PER_INIT_CLASS: u32 = 64;
+
 /// Records where a lock identity was first used (how the report names heap locks), once per
-/// identity: the thread that first marks the slot with this generation does it.
+/// identity (the thread that first marks the slot with this generation does it), at most
+/// [`FIRST_USES_PER_INIT_CLASS`] per class of initialized locks.
 #[cold]
-fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize) {
+fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize, class: u32) {
     if crate::state::CALIBRATING.load(Relaxed) {
         return;
     }
     let mark = slot.generation().wrapping_add(1);
     if slot.first_use.load(Relaxed) == mark || slot.first_use.swap(mark, AcqRel) == mark {
+        return;
+    }
+    if let Some(c) = CLASSES.get(class)
+        && c.origin() == ClassOrigin::Init
+        && !c.take_first_use(FIRST_USES_PER_INIT_CLASS)
+    {
         return;
     }
     if FIRST_USES.fetch_add(1, Relaxed) >= MAX_FIRST_USES {
@@ -739,7 +774,7 @@ fn holding(cx: &Cx, i: usize, t_rel: u64) {
     };
     let kind = slot.kind().unwrap_or(LockKind::Mutex);
     let mode = Mode::from_u8(h.mode).unwrap_or(Mode::Exclusive);
-    let k1 = key(idx, slot.generation(), kind, mode);
+    let k1 = event_key(idx, slot.generation(), slot.class.load(Relaxed), kind, mode);
     let mut frames = [0u64; MAX_FRAMES];
     let n = capture_stack(cx, 0, &mut frames);
     let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {

@@ -102,6 +102,7 @@ unsafe fn name_lock(lock: *const c_void, name: *const c_char) {
     if bytes.is_empty() || base.is_null() {
         return;
     }
+    slot.named.store(slot.generation().wrapping_add(1), Relaxed);
     let need = ENTRY_HEAD + bytes.len();
     let off = USED.fetch_add(need, Relaxed);
     if off + need > ARENA {

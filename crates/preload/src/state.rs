@@ -168,6 +168,9 @@ unsafe impl Memory for Mapped {
         }
         true
     }
+    fn refund(&self, bytes: usize) {
+        MAPPED_BYTES.fetch_sub(bytes as u64, Relaxed);
+    }
 }
 
 /// Uncounted memory for the profile writer's scratch tables at exit (freed when written).
@@ -553,11 +556,11 @@ fn take_over(sh: &Shard) -> bool {
     }
     // SAFETY: published above or by an earlier owner; never unmapped.
     let ex = unsafe { &*ep };
-    for (k1, site, live) in sh.table.iter() {
-        match ex.table.get(k1, site) {
-            Some(e) => e.stats.absorb(live),
+    for e in sh.table.entries() {
+        // By identity while it lives, by class once it ended (see `meter`'s lock classes).
+        if !crate::classes::merge_record(registry(), &ex.table, e) {
             // Counted like any acquisition that found its table full.
-            None => sh.dropped.add(live.acquisitions.get()),
+            sh.dropped.add(e.stats.acquisitions.get());
         }
     }
     sh.stacks.for_each(|_, frames| {

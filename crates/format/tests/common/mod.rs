@@ -171,6 +171,13 @@ pub fn rich_profile() -> Profile {
             preempted_ns: 9_000,
             preempted_wait_ns: 4_000,
         }],
+        lock_classes: vec![LockClass {
+            lock: 2,
+            site: 0x401234,
+            initialized: true,
+            lifetimes: 1_000_000,
+            sample_address: 0x5555_0000_1000,
+        }],
         dropped: Dropped {
             acquisitions: 5,
             locks: 1,

@@ -4,7 +4,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use lockmeter_format::model::{Event, EventKind, LockInfo, LockKind, Mode, Profile, Record};
+use lockmeter_format::model::{
+    Event, EventKind, LockClass, LockInfo, LockKind, Mode, Profile, Record,
+};
 
 use super::{
     Agg, Analysis, Filter, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, ThreadAgg, Totals,
@@ -99,14 +101,23 @@ impl<'p, 's> Builder<'p, 's> {
                 first_uses.entry(e.lock).or_insert(e.stack);
             }
         }
-        // Names given by the program or a symbol first; the others by their first use, each at
-        // the depth that tells locks first used through one wrapper apart.
+        // Class rows, names given by the program or a symbol first; the others by their first
+        // use, each at the depth that tells locks first used through one wrapper apart.
+        let classes: HashMap<u32, &LockClass> =
+            self.profile.lock_classes.iter().map(|c| (c.lock, c)).collect();
+        let profile = self.profile;
         let mut given: Vec<Option<(String, NameSource)>> = Vec::new();
         let mut stacks: Vec<Option<Vec<Frame>>> = Vec::new();
-        for l in &self.profile.locks {
-            given.push(match &l.name {
-                Some(n) => Some((n.clone(), NameSource::Program)),
-                None => self.frames.symbolizer().data(l.address).map(|n| (n, NameSource::Symbol)),
+        for l in &profile.locks {
+            given.push(if let Some(c) = classes.get(&l.id) {
+                Some((self.class_name(l, c), NameSource::Class))
+            } else {
+                match &l.name {
+                    Some(n) => Some((n.clone(), NameSource::Program)),
+                    None => {
+                        self.frames.symbolizer().data(l.address).map(|n| (n, NameSource::Symbol))
+                    }
+                }
             });
             stacks.push(first_uses.get(&l.id).map(|&id| self.stack(id)));
         }
@@ -117,7 +128,7 @@ impl<'p, 's> Builder<'p, 's> {
                 .map(|(f, g)| if g.is_some() { None } else { f.as_deref() })
                 .collect::<Vec<_>>(),
         );
-        for (i, l) in self.profile.locks.iter().enumerate() {
+        for (i, l) in profile.locks.iter().enumerate() {
             let first_use = stacks[i].take();
             let (name, name_source) = if let Some((n, src)) = given[i].take() {
                 (Some(n), src)
@@ -134,6 +145,35 @@ impl<'p, 's> Builder<'p, 's> {
             agg.sleep = sleep;
             self.push_lock(agg);
         }
+    }
+
+    /// The name of a class lock: `N heap locks initialized at <function> (<file>:<line>)` (or
+    /// `first used at`, for locks never initialized by a call); a static lock's class reads
+    /// `N lifetimes of <symbol> initialized at ...`.
+    fn class_name(&mut self, l: &LockInfo, c: &LockClass) -> String {
+        let how = if c.initialized { "initialized at" } else { "first used at" };
+        let n = c.lifetimes;
+        if c.site == 0 {
+            return format!(
+                "{n} ended {} locks of no class (the class table was full)",
+                l.kind.as_str()
+            );
+        }
+        let f = self.frame(c.site);
+        let at = match (&f.function, f.short_location()) {
+            (Some(func), Some(loc)) => format!("{func} ({loc})"),
+            (Some(func), None) => func.clone(),
+            _ => f.to_string(),
+        };
+        if let Some(sym) = self.frames.symbolizer().data(c.sample_address) {
+            let s = if n == 1 { "" } else { "s" };
+            return format!("{n} lifetime{s} of {sym} {how} {at}");
+        }
+        let storage = Storage::of(&self.profile.maps, c.sample_address);
+        let what = if storage == Storage::Unknown { "" } else { storage.as_str() };
+        let locks = if n == 1 { "lock" } else { "locks" };
+        let what = if what.is_empty() { locks.to_owned() } else { format!("{what} {locks}") };
+        format!("{n} {what} {how} {at}")
     }
 
     fn push_lock(&mut self, l: LockAgg) -> usize {

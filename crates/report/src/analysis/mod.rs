@@ -164,18 +164,21 @@ pub enum NameSource {
     Symbol,
     /// Derived from the stack of the lock's first use (heap locks).
     FirstUse,
+    /// A class: the folded lock identities that ended, named by their init (or first-use) site.
+    Class,
     /// No name: the address is printed.
     #[default]
     Address,
 }
 
 impl NameSource {
-    /// `program`, `symbol`, `first_use`, or `None` for [`NameSource::Address`].
+    /// `program`, `symbol`, `first_use`, `class`, or `None` for [`NameSource::Address`].
     pub fn as_str(self) -> Option<&'static str> {
         match self {
             NameSource::Program => Some("program"),
             NameSource::Symbol => Some("symbol"),
             NameSource::FirstUse => Some("first_use"),
+            NameSource::Class => Some("class"),
             NameSource::Address => None,
         }
     }

@@ -142,6 +142,7 @@ pub fn sample_profile() -> Profile {
         stacks: Vec::new(),
         events: Vec::new(),
         lock_sleeps: Vec::new(),
+        lock_classes: Vec::new(),
         dropped: Dropped::default(),
         notes: Vec::new(),
         timeline: Vec::new(),
