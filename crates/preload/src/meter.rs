@@ -333,7 +333,10 @@ pub(crate) fn acquired(
     match how {
         How::Immediate => {}
         How::Waited { t0, t1 } => {
-            let ns = ticks_to_ns(t1.wrapping_sub(t0));
+            // At least 1 ns: the acquisition found the lock held, so it waited, but when the lock
+            // came free at once the two clock reads can land within one ns of each other (rdtsc
+            // is not ordered against the lock's atomic instruction).
+            let ns = ticks_to_ns(t1.wrapping_sub(t0)).max(1);
             st.record_wait(ns);
             if let Some(c) = who {
                 my_stack = record_contention(cx, k1, c, ns);
