@@ -13,8 +13,8 @@
 //! | `ttas` | 1 byte | [`Ttas<Backoff>`](crate::Ttas) |
 //! | `ticket` | 2 × u32 | [`Ticket<Pause>`](crate::Ticket) |
 //! | `mcs`, `mcs:park` | 2 pointers (tail, holder's node) | [`Mcs<Pause>`](crate::Mcs), [`Mcs<Park>`](crate::Mcs) |
-//! | `futex` | u32 | [`FutexMutex`](crate::FutexMutex) |
-//! | `adaptive` | u32 + u64 | [`Adaptive`](crate::Adaptive) |
+//! | `futex` | u32 | [`FutexMutex`] |
+//! | `adaptive` | u32 + u64 | [`Adaptive`] |
 //! | `qrwlock` ([`rw`]) | u32 + ticket | [`QRwLock<Pause>`](crate::QRwLock) |
 //!
 //! | `clh` | 2 pointers (tail, holder's node) | [`ClhC`]: CLH whose empty queue is a null tail |
@@ -266,7 +266,7 @@ unsafe fn at<'a, T>(p: *mut u8) -> &'a T {
 /// Takes the lock at `p`.
 ///
 /// # Safety
-/// See [`at`]: `p` is a state of `algo` (or all zeros).
+/// See `at`: `p` is a state of `algo` (or all zeros).
 pub unsafe fn lock(algo: Algo, p: *mut u8) {
     // SAFETY: the caller's contract, for every arm.
     unsafe {

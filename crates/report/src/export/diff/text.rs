@@ -206,7 +206,7 @@ pub fn text(d: &Diff, w: &mut dyn Write) -> io::Result<()> {
     write_table(&rows, names, w)
 }
 
-/// Writes the comparison as JSON (schema [`DIFF_SCHEMA`]).
+/// Writes the comparison as JSON (schema [`DIFF_SCHEMA`](super::DIFF_SCHEMA)).
 pub fn json(d: &Diff, w: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, d)?;
     writeln!(w)
