@@ -57,7 +57,7 @@ impl Image {
             _ if !self.exe.is_empty() => base(&self.exe),
             _ => "?".to_owned(),
         };
-        printable(&s, 80)
+        lockmeter_report::printable(&s, 80)
     }
 
     /// What this image is as a launcher, in a word or two: `pyenv shim`, `shell script NAME`,
@@ -79,23 +79,12 @@ impl Image {
             // `bash SCRIPT ARGS` (a script run through its #! line) or `bash -c '...'`.
             match self.cmdline.get(1).map(String::as_str) {
                 Some(s) if !s.starts_with('-') => {
-                    return printable(&format!("shell script {}", base(s)), 60);
+                    return lockmeter_report::printable(&format!("shell script {}", base(s)), 60);
                 }
                 _ => return format!("{exe} -c"),
             }
         }
         if exe.is_empty() { self.program() } else { exe }
-    }
-}
-
-/// `s` with control characters shown as `?`, cut to `max` chars (with `...`).
-fn printable(s: &str, max: usize) -> String {
-    let clean: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
-    if clean.chars().count() <= max {
-        clean
-    } else {
-        let cut: String = clean.chars().take(max.saturating_sub(3)).collect();
-        format!("{cut}...")
     }
 }
 

@@ -88,7 +88,7 @@ pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMM
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
 };
-pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, SUMMARY_PAIRS, headline, summary, text};
+pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, SUMMARY_PAIRS, headline, printable, summary, text};
 
 /// Writes the report in `opts.format`.
 pub fn render(a: &Analysis, opts: &ReportOptions, w: &mut dyn io::Write) -> io::Result<()> {

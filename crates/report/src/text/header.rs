@@ -73,7 +73,7 @@ fn signal_name(s: i32) -> Option<&'static str> {
 
 /// `s` fit for one line of a table: control characters escaped (`\n`, `\t`, `\u{1b}`), cut to
 /// `max` characters with `...` (program-given names and command lines can contain anything).
-pub(super) fn printable(s: &str, max: usize) -> String {
+pub fn printable(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max.saturating_add(8)));
     for (n, c) in s.chars().enumerate() {
         if n >= max {

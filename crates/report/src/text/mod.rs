@@ -12,8 +12,8 @@ use crate::units::{Align, Table, fmt_bytes, fmt_ns, fmt_opt_ns, fmt_pct};
 mod header;
 mod summary;
 
-pub use header::headline;
-use header::{header, nothing_recorded, printable};
+use header::{header, nothing_recorded};
+pub use header::{headline, printable};
 use summary::kernel_sleeps_table;
 pub use summary::{SUMMARY_PAIRS, summary};
 
