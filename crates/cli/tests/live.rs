@@ -235,6 +235,17 @@ fn timeline_sums(p: &Profile) -> std::collections::HashMap<u64, [u64; 4]> {
         p.check(start >= last_end && end >= start, format!("interval {start}..{end} out of order"));
         last_end = end;
         for l in iv["locks"].as_array().into_iter().flatten() {
+            // Critical-section pressure: hold time over the interval's width, for a mutex.
+            let kind =
+                p.locks().iter().find(|x| u(x, "id") == u(l, "id")).and_then(|x| sf(x, "kind"));
+            if kind == Some("mutex") && end > start {
+                let want = (u(l, "hold_ns") as f64 * 100.0 / (end - start) as f64).min(100.0);
+                let got = l["held_pct"].as_f64();
+                p.check(
+                    got.is_some_and(|g| (g - want).abs() < 1e-6),
+                    format!("held_pct {got:?} = hold_ns over the width ({want})"),
+                );
+            }
             let e = sums.entry(u(l, "id")).or_insert([0u64; 4]);
             for (i, f) in ["acquisitions", "contended", "wait_ns", "hold_ns"].iter().enumerate() {
                 e[i] += u(l, f);

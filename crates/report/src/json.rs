@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use lockmeter_format::model::{EndReason, HoldTiming};
+use lockmeter_format::model::{EndReason, HoldTiming, LockKind};
 use serde::Serialize;
 
 use crate::analysis::{Agg, Analysis, LockAgg, PairAgg, SiteAgg, StackAgg, ThreadAgg};
@@ -48,6 +48,24 @@ struct IntervalLockOut {
     contended: u64,
     wait_ns: u64,
     hold_ns: u64,
+    /// Critical-section pressure: the share of the interval the lock was held (see SCHEMA.md).
+    held_pct: Option<f64>,
+}
+
+/// The share (%) of an interval of `width` ns that an exclusive lock was held, from its timed
+/// holds: holds of one lock never overlap, so their sum is the time it was held. A hold counts in
+/// the interval it ends in, so one that began earlier can push a value past 100: capped. `None`
+/// for shared-mode locks (read holds overlap) and when not every hold was timed.
+fn held_pct(
+    kind: Option<LockKind>,
+    every_hold_timed: bool,
+    hold_ns: u64,
+    width: u64,
+) -> Option<f64> {
+    let exclusive =
+        matches!(kind, Some(LockKind::Mutex | LockKind::SpinLock | LockKind::Semaphore));
+    (exclusive && every_hold_timed && width > 0)
+        .then(|| (hold_ns as f64 * 100.0 / width as f64).min(100.0))
 }
 
 #[derive(Serialize)]
@@ -450,6 +468,8 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
     let top = opts.top.unwrap_or(usize::MAX);
     let wait_ms_per_s =
         (h.duration_ns > 0).then(|| t.stats.wait_ns_total as f64 / h.duration_ns as f64 * 1000.0);
+    let kinds: std::collections::HashMap<u32, LockKind> =
+        a.locks.iter().map(|l| (l.id, l.kind)).collect();
     let doc = Doc {
         schema_version: SCHEMA_VERSION,
         generator: concat!("lockmeter-report ", env!("CARGO_PKG_VERSION")),
@@ -575,6 +595,12 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
                         contended: l.contended,
                         wait_ns: l.wait_ns,
                         hold_ns: l.hold_ns,
+                        held_pct: held_pct(
+                            kinds.get(&l.lock).copied(),
+                            a.header.hold_timing == HoldTiming::On,
+                            l.hold_ns,
+                            iv.end_ns.saturating_sub(iv.start_ns),
+                        ),
                     })
                     .collect(),
             })
@@ -582,4 +608,21 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
     };
     serde_json::to_writer_pretty(&mut *w, &doc).map_err(io::Error::other)?;
     writeln!(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_share_of_an_interval() {
+        let m = Some(LockKind::Mutex);
+        assert_eq!(held_pct(m, true, 250, 1000), Some(25.0));
+        // A hold that began in an earlier interval counts where it ends: capped.
+        assert_eq!(held_pct(m, true, 1500, 1000), Some(100.0));
+        // Read holds overlap; sampled or untimed holds do not add up to the time held.
+        assert_eq!(held_pct(Some(LockKind::RwLock), true, 250, 1000), None);
+        assert_eq!(held_pct(m, false, 250, 1000), None);
+        assert_eq!(held_pct(m, true, 0, 0), None);
+    }
 }
