@@ -22,6 +22,8 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use lock_api::RawMutex;
 #[cfg(feature = "metering")]
 use lockmeter_core::clock::{self, Calibration};
+#[cfg(feature = "metering")]
+use lockmeter_core::hist::Log2Hist;
 use lockmeter_core::{LiveStats, Stats};
 #[cfg(feature = "metering")]
 use std::sync::OnceLock;
@@ -70,6 +72,10 @@ fn thread_id() -> u64 {
 #[derive(Debug)]
 struct Meter {
     stats: LiveStats,
+    /// The histograms live here, not attached to `stats` (which holds pointers to them): the
+    /// wrapper can move, and pointers into itself would dangle.
+    wait_hist: Log2Hist,
+    hold_hist: Log2Hist,
     acquired_at: AtomicU64,
     owner: AtomicU64,
     try_failures: AtomicU64,
@@ -91,6 +97,8 @@ impl<L: RawMutex> Metered<L> {
             #[cfg(feature = "metering")]
             meter: Meter {
                 stats: LiveStats::new(),
+                wait_hist: Log2Hist::new(),
+                hold_hist: Log2Hist::new(),
                 acquired_at: AtomicU64::new(0),
                 owner: AtomicU64::new(0),
                 try_failures: AtomicU64::new(0),
@@ -110,6 +118,8 @@ impl<L: RawMutex> Metered<L> {
         {
             let mut s = self.meter.stats.snapshot();
             s.trylock_failures += self.meter.try_failures.load(Relaxed);
+            s.wait_hist = self.meter.wait_hist.snapshot();
+            s.hold_hist = self.meter.hold_hist.snapshot();
             s
         }
         #[cfg(not(feature = "metering"))]
@@ -125,7 +135,9 @@ impl<L: RawMutex> Metered<L> {
         let m = &self.meter;
         m.stats.acquisitions.add(1);
         if let Some(w) = wait_ticks {
-            m.stats.record_wait(to_ns(w));
+            let ns = to_ns(w);
+            m.stats.record_wait(ns);
+            m.wait_hist.record(ns);
         }
         let me = thread_id();
         if m.owner.load(Relaxed) != me {
@@ -179,8 +191,9 @@ unsafe impl<L: RawMutex> RawMutex for Metered<L> {
     unsafe fn unlock(&self) {
         #[cfg(feature = "metering")]
         {
-            let held = clock::now().wrapping_sub(self.meter.acquired_at.load(Relaxed));
-            self.meter.stats.record_hold(to_ns(held));
+            let held = to_ns(clock::now().wrapping_sub(self.meter.acquired_at.load(Relaxed)));
+            self.meter.stats.record_hold(held);
+            self.meter.hold_hist.record(held);
         }
         // SAFETY: the caller holds the lock (this function's contract).
         unsafe { self.inner.unlock() }
