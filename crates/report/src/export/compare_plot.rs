@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::ExportError;
-use super::plot::{ImageFormat, svg_to_png};
+use super::plot::write_figure;
 
 /// One algorithm's runs.
 #[derive(Debug, Clone)]
@@ -80,13 +80,7 @@ pub fn compare_svg(title: &str, bars: &[CompareBar]) -> Result<String, ExportErr
 
 /// Draws the figure into `path` (`.svg` or `.png`), never replacing an existing file.
 pub fn compare_to_file(title: &str, bars: &[CompareBar], path: &Path) -> Result<(), ExportError> {
-    let format = ImageFormat::from_path(path)?;
-    let svg = compare_svg(title, bars)?;
-    let bytes = match format {
-        ImageFormat::Svg => svg.into_bytes(),
-        ImageFormat::Png => svg_to_png(&svg)?,
-    };
-    lockmeter_format::files::write_new(path, &bytes).map_err(ExportError::Io)
+    write_figure(path, || compare_svg(title, bars))
 }
 
 #[cfg(test)]

@@ -575,8 +575,17 @@ pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, ExportError> {
 
 /// Draws the figure into `path` (`.svg` or `.png`).
 pub fn plot_to_file(a: &Analysis, opts: &PlotOptions, path: &Path) -> Result<(), ExportError> {
+    write_figure(path, || plot_svg(a, opts))
+}
+
+/// Writes the SVG figure `draw` makes into `path`, as SVG or PNG by its extension (checked before
+/// drawing), never replacing an existing file.
+pub(crate) fn write_figure(
+    path: &Path,
+    draw: impl FnOnce() -> Result<String, ExportError>,
+) -> Result<(), ExportError> {
     let format = ImageFormat::from_path(path)?;
-    let svg = plot_svg(a, opts)?;
+    let svg = draw()?;
     let bytes = match format {
         ImageFormat::Svg => svg.into_bytes(),
         ImageFormat::Png => svg_to_png(&svg)?,
