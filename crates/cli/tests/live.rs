@@ -208,6 +208,22 @@ fn duration_stops_metering_and_the_program_runs_on() {
 }
 
 #[test]
+fn control_off_serves_no_socket_and_metering_goes_on() {
+    let s = Scratch::new("control-off");
+    let mut p = Phased::start(&s, &["--control", "0"]);
+    // No control thread and no socket (with control on, `ctl status` answers at this point:
+    // see delay_starts_paused_until_resumed).
+    assert!(!has_thread(p.pid, "lockmeter-ctl"), "a control thread runs with --control 0");
+    let st = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(st.status.code(), Some(2), "{st}");
+    let l1 = p.phase();
+    let f = p.finish();
+    f.check_consistency();
+    f.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    f.eq("totals", f.totals("acquisitions"), count(&l1, "live.a"));
+}
+
+#[test]
 fn ctl_on_a_process_that_is_not_metered_says_so() {
     let s = Scratch::new("notmetered");
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
