@@ -293,45 +293,9 @@ fn a_hundred_thousand_distinct_locks_are_kept_with_default_options() {
 
 #[test]
 fn sysbench_mutex_4096_is_exact_with_default_options() {
-    if std::process::Command::new("sysbench").arg("--version").output().is_err() {
-        eprintln!("skipped: sysbench is not installed (.ci/install.sh installs it)");
-        return;
-    }
     let s = Scratch::new("sysbench");
-    let (threads, per) = (4u64, 20_000u64);
-    let ran = lockmeter(
-        &s.dir,
-        &[
-            "run",
-            "-q",
-            "-o",
-            s.path("p.lmp").to_str().unwrap(),
-            "--",
-            "sysbench",
-            "mutex",
-            "--mutex-num=4096",
-            &format!("--mutex-locks={per}"),
-            &format!("--threads={threads}"),
-            "run",
-        ],
-    );
-    ran.expect_code(0);
-    // sysbench's own count: each event (one per thread) takes --mutex-locks mutexes of 4096.
-    let events: u64 = ran
-        .stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("total number of events:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("sysbench printed no event count\n{ran}"));
-    let p = Profile::load(&s.path("p.lmp"), &ran);
-    p.check_consistency();
-    p.expect_nothing_dropped();
-    // sysbench's own few locks (start-up, thread creation) come on top of the mutex array's.
-    let total = p.totals("acquisitions");
-    p.check(
-        total >= events * per && total - events * per < 1000,
-        format!("{total} acquisitions for {events} x {per} sysbench locks (+ its own few)"),
-    );
+    let args = ["--mutex-num=4096", "--threads=4"];
+    sysbench_mutex_exact(&s, "p.lmp", &[], &args, 20_000);
 }
 
 #[test]

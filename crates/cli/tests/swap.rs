@@ -75,50 +75,13 @@ fn every_algorithm_keeps_mutual_exclusion_and_exact_counts() {
 /// every one of its 64 mutexes swapped.
 #[test]
 fn sysbench_mutex_is_exact_under_every_algorithm() {
-    if std::process::Command::new("sysbench").arg("--version").output().is_err() {
-        eprintln!("skipped: sysbench is not installed (.ci/install.sh installs it)");
-        return;
-    }
     let s = Scratch::new("swap-sysbench");
-    let (threads, per) = (2u64, 2_000u64);
+    let args = ["--mutex-num=64", "--mutex-loops=10", "--threads=2"];
     for algo in ALGOS {
         let out = format!("sb-{}.lmp", algo.replace(':', "-"));
-        let ran = lockmeter(
-            &s.dir,
-            &[
-                "run",
-                "-q",
-                "--lock",
-                algo,
-                "-o",
-                s.path(&out).to_str().unwrap(),
-                "--",
-                "sysbench",
-                "mutex",
-                "--mutex-num=64",
-                &format!("--mutex-locks={per}"),
-                "--mutex-loops=10",
-                &format!("--threads={threads}"),
-                "run",
-            ],
-        );
-        ran.expect_code(0);
-        let events: u64 = ran
-            .stdout
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("total number of events:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{algo}: sysbench printed no event count\n{ran}"));
-        let p = Profile::load(&s.path(&out), &ran);
-        p.check_consistency();
-        p.expect_nothing_dropped();
-        let total = p.totals("acquisitions");
-        p.check(
-            total >= events * per && total - events * per < 1000,
-            format!(
-                "{algo}: {total} acquisitions for {events} x {per} sysbench locks (+ its own few)"
-            ),
-        );
+        let Some(p) = sysbench_mutex_exact(&s, &out, &["--lock", algo], &args, 2_000) else {
+            return;
+        };
         let swapped = notes(&p).iter().find_map(|n| {
             let rest = n.strip_prefix("lock swapping: ")?;
             rest.split_once(" mutexes ran on ")?.0.parse::<u64>().ok()

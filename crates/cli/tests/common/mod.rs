@@ -282,6 +282,49 @@ pub fn lockmeter(dir: &Path, args: &[&str]) -> Ran {
     lockmeter_with(dir, args, b"", RUN_LIMIT)
 }
 
+/// `lockmeter run -q OPTS -o OUT -- sysbench mutex ARGS --mutex-locks=PER run`, checked against
+/// sysbench's own count: each of its events takes PER locks of its mutex array, and sysbench's
+/// own few start-up locks (fewer than 1000) come on top; nothing dropped. `None`, with the reason
+/// printed, when sysbench is not installed.
+pub fn sysbench_mutex_exact(
+    s: &Scratch,
+    out: &str,
+    opts: &[&str],
+    args: &[&str],
+    per: u64,
+) -> Option<Profile> {
+    if std::process::Command::new("sysbench").arg("--version").output().is_err() {
+        eprintln!("skipped: sysbench is not installed (.ci/install.sh installs it)");
+        return None;
+    }
+    let path = s.path(out);
+    let locks = format!("--mutex-locks={per}");
+    let mut all = vec!["run", "-q"];
+    all.extend_from_slice(opts);
+    all.extend_from_slice(&["-o", path.to_str().unwrap(), "--", "sysbench", "mutex"]);
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[locks.as_str(), "run"]);
+    let ran = lockmeter(&s.dir, &all);
+    ran.expect_code(0);
+    let events: u64 = ran
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("total number of events:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("sysbench printed no event count\n{ran}"));
+    let p = Profile::load(&path, &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    let total = p.totals("acquisitions");
+    p.check(
+        total >= events * per && total - events * per < 1000,
+        format!(
+            "{opts:?}: {total} acquisitions for {events} x {per} sysbench locks (+ its own few)"
+        ),
+    );
+    Some(p)
+}
+
 /// Runs `lockmeter ARGS` in `dir` with `input` on stdin and a time limit.
 pub fn lockmeter_with(dir: &Path, args: &[&str], input: &[u8], limit: Duration) -> Ran {
     let mut cmd = lockmeter_cmd(dir);
