@@ -559,6 +559,25 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     None => return Err(at(c.bad_code("interval index", index))),
                 }
             }
+            tag::LONG_WAITS => {
+                if p.long_waits.is_some() {
+                    return Err(at(K::Duplicate { record: "long waits" }));
+                }
+                p.long_waits = Some(crate::model::LongWaits {
+                    per_thread: c.u32().map_err(at)?,
+                    lost: c.u64().map_err(at)?,
+                    waits: Vec::new(),
+                });
+            }
+            tag::LONG_WAIT => {
+                let w = decode_long_wait(&mut c).map_err(at)?;
+                match p.long_waits.as_mut() {
+                    Some(lw) => lw.waits.push(w),
+                    None => {
+                        return Err(at(c.bad_code("position (before the long waits record)", 0u32)));
+                    }
+                }
+            }
             t if fr.flags & flags::CRITICAL != 0 => return Err(at(K::NeedsNewer { tag: t })),
             _ => {} // unknown, skippable
         }
@@ -776,6 +795,34 @@ fn decode_stack(c: &mut Payload<'_>) -> R<Stack> {
         frames.push(c.u64()?);
     }
     Ok(Stack { id, frames })
+}
+
+fn decode_long_wait(c: &mut Payload<'_>) -> R<crate::model::LongWait> {
+    let thread = c.u32()?;
+    let lock = c.u32()?;
+    let mode = c.u8()?;
+    let mode = Mode::from_u8(mode).ok_or_else(|| c.bad_code("mode", mode))?;
+    let (start_ns, end_ns) = (c.u64()?, c.u64()?);
+    if end_ns < start_ns {
+        return Err(c.bad_code("end_ns below start_ns", 0u32));
+    }
+    let stack = c.u32()?;
+    let holder_thread = c.u32()?;
+    let holder_site = c.u64()?;
+    let holder_stack = c.u32()?;
+    let holder_acquired_ns = c.u64()?;
+    Ok(crate::model::LongWait {
+        thread,
+        lock,
+        mode,
+        start_ns,
+        end_ns,
+        stack: (stack != u32::MAX).then_some(stack),
+        holder_thread,
+        holder_site,
+        holder_stack: (holder_stack != u32::MAX).then_some(holder_stack),
+        holder_acquired_ns: (holder_acquired_ns != u64::MAX).then_some(holder_acquired_ns),
+    })
 }
 
 fn decode_event(c: &mut Payload<'_>) -> R<Event> {

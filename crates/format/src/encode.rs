@@ -24,7 +24,7 @@ use crate::layout::{
 };
 use crate::model::{
     ClockInfo, CpuStats, Dropped, EndReason, Event, HoldTiming, IntervalLock, LockClass, LockKind,
-    LockSleep, Mode, Overhead, Profile, Record, Stats,
+    LockSleep, LongWait, Mode, Overhead, Profile, Record, Stats,
 };
 
 /// Why a [`Sink`] could not take bytes.
@@ -756,6 +756,30 @@ impl<S: Sink> Encoder<S> {
         self.emit(tag::EVENT, 0, &mut r, &[], false)
     }
 
+    /// Writes how the longest waits were kept (once, before the LONG_WAIT records).
+    pub fn long_waits(&mut self, per_thread: u32, lost: u64) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(per_thread);
+        r.u64(lost);
+        self.emit(tag::LONG_WAITS, 0, &mut r, &[], false)
+    }
+
+    /// Writes one of the longest waits (after the LONG_WAITS record).
+    pub fn long_wait(&mut self, w: &LongWait) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(w.thread);
+        r.u32(w.lock);
+        r.u8(w.mode as u8);
+        r.u64(w.start_ns);
+        r.u64(w.end_ns);
+        r.u32(w.stack.unwrap_or(u32::MAX));
+        r.u32(w.holder_thread);
+        r.u64(w.holder_site);
+        r.u32(w.holder_stack.unwrap_or(u32::MAX));
+        r.u64(w.holder_acquired_ns.unwrap_or(u64::MAX));
+        self.emit(tag::LONG_WAIT, 0, &mut r, &[], false)
+    }
+
     /// A NOTE record: one sentence about what the collector could not see.
     pub fn note(&mut self, text: &[u8]) -> Result<(), EncodeError> {
         let mut t = false;
@@ -896,6 +920,12 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
         e.interval(i as u32, iv.start_ns, iv.end_ns)?;
         for l in &iv.locks {
             e.interval_lock(i as u32, l)?;
+        }
+    }
+    if let Some(lw) = &p.long_waits {
+        e.long_waits(lw.per_thread, lw.lost)?;
+        for w in &lw.waits {
+            e.long_wait(w)?;
         }
     }
     e.dropped(&p.dropped)?;

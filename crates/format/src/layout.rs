@@ -67,6 +67,10 @@ pub mod tag {
     pub const INTERVAL_LOCK: u16 = 0x000E;
     /// A lock that folds the identities of one class ([`crate::LockClass`]).
     pub const LOCK_CLASS: u16 = 0x000F;
+    /// How the longest contended waits were kept ([`crate::LongWaits`], at most one per file).
+    pub const LONG_WAITS: u16 = 0x0010;
+    /// One of the longest contended waits ([`crate::LongWait`]).
+    pub const LONG_WAIT: u16 = 0x0011;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -88,6 +92,8 @@ pub mod tag {
             INTERVAL => "interval",
             INTERVAL_LOCK => "interval lock",
             LOCK_CLASS => "lock class",
+            LONG_WAITS => "long waits",
+            LONG_WAIT => "long wait",
             END => "end",
             _ => "unknown",
         }

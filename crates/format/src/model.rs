@@ -43,6 +43,48 @@ pub struct Profile {
     /// without `--interval`). Intervals are in time order and do not overlap; their sums per
     /// lock equal the lock's totals in `records`.
     pub timeline: Vec<Interval>,
+    /// The longest contended waits, one by one, with their holders (`run --longest-waits N`);
+    /// `None` when the collector kept none (off, or a file from before they were recorded).
+    pub long_waits: Option<LongWaits>,
+}
+
+/// The longest contended waits the collector kept: up to `per_thread` per thread, the longest
+/// of the run (a wait shorter than a full reservoir's shortest is not kept, and not a loss).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LongWaits {
+    /// Waits kept per thread at most (`--longest-waits N`).
+    pub per_thread: u32,
+    /// Contended waits not considered because their thread had no reservoir (it could not be
+    /// mapped).
+    pub lost: u64,
+    /// The waits kept, by start time.
+    pub waits: Vec<LongWait>,
+}
+
+/// One contended wait: who waited on which lock, when, and who held the lock then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LongWait {
+    /// `ThreadInfo::index` of the waiter (0: a thread that exited and whose table was taken
+    /// over).
+    pub thread: u32,
+    /// `LockInfo::id`.
+    pub lock: u32,
+    /// How the lock was taken.
+    pub mode: Mode,
+    /// Start of the wait, ns since the profile's start.
+    pub start_ns: u64,
+    /// End of the wait (the acquisition), ns since the profile's start.
+    pub end_ns: u64,
+    /// `Stack::id` of the waiter's stack, when recorded.
+    pub stack: Option<u32>,
+    /// `ThreadInfo::index` of the holder when the waiter found the lock held (0: unknown).
+    pub holder_thread: u32,
+    /// The holder's call site (0: unknown).
+    pub holder_site: u64,
+    /// `Stack::id` of the holder's stack, when its acquisition recorded one.
+    pub holder_stack: Option<u32>,
+    /// When the holder acquired the lock, ns since the profile's start, when known.
+    pub holder_acquired_ns: Option<u64>,
 }
 
 /// One interval of the time series.

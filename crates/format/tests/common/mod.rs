@@ -142,6 +142,24 @@ pub fn rich_profile() -> Profile {
                     .collect(),
             })
             .collect(),
+        long_waits: Some(lockmeter_format::LongWaits {
+            per_thread: 32,
+            lost: 3,
+            waits: (0..4u64)
+                .map(|i| lockmeter_format::LongWait {
+                    thread: 1 + i as u32 % 2,
+                    lock: i as u32,
+                    mode: if i == 3 { Mode::Read } else { Mode::Exclusive },
+                    start_ns: 1000 * i,
+                    end_ns: 1000 * i + 500_000,
+                    stack: (i != 1).then_some(i as u32),
+                    holder_thread: i as u32 % 3,
+                    holder_site: 0x4010 * i,
+                    holder_stack: (i == 2).then_some(7),
+                    holder_acquired_ns: (i != 0).then(|| 1000 * i - 300),
+                })
+                .collect(),
+        }),
         notes: vec![
             "Go binary /srv/app: its sync.Mutex waits were not traced (stripped)".into(),
             String::new(),
