@@ -31,6 +31,7 @@
 pub mod clock;
 pub mod hist;
 pub mod registry;
+pub mod reservoir;
 pub mod settings;
 pub mod stacks;
 pub mod stats;

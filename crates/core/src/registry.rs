@@ -46,6 +46,10 @@ pub struct Slot {
     pub holder_site: AtomicU64,
     /// Thread index of the current exclusive holder, 0 when free.
     pub holder_thread: AtomicU32,
+    /// When the current exclusive holder acquired the lock, packed by
+    /// [`pack_time`](crate::reservoir::pack_time) (0: unknown). It fills the padding after
+    /// `holder_thread`: a slot stays 64 bytes.
+    pub holder_t_acq: AtomicU32,
     /// Stack hash of the current holder's acquisition when it recorded one, else 0.
     pub holder_stack: AtomicU64,
     /// Generation + 1 of the identity whose first use was recorded.
@@ -61,6 +65,8 @@ pub struct Slot {
     pub named: AtomicU32,
 }
 
+const _: () = assert!(core::mem::size_of::<Slot>() == 64);
+
 impl Slot {
     /// An empty slot.
     pub const fn new() -> Self {
@@ -72,6 +78,7 @@ impl Slot {
             wanted: AtomicU32::new(0),
             holder_site: AtomicU64::new(0),
             holder_thread: AtomicU32::new(0),
+            holder_t_acq: AtomicU32::new(0),
             holder_stack: AtomicU64::new(0),
             first_use: AtomicU32::new(0),
             epoch: AtomicU32::new(0),
@@ -232,6 +239,7 @@ impl<'a> Registry<'a> {
         s.last_owner.store(0, Relaxed);
         s.wanted.store(0, Relaxed);
         s.holder_thread.store(0, Relaxed);
+        s.holder_t_acq.store(0, Relaxed);
         s.holder_site.store(0, Relaxed);
         s.holder_stack.store(0, Relaxed);
         s.class.store(0, Relaxed);

@@ -342,6 +342,15 @@ setting!(
     "(lock, stack, holder) combinations each thread can keep."
 );
 setting!(
+    LONGEST_WAITS,
+    "LOCKMETER_LONGEST_WAITS",
+    Cli::Flag("--longest-waits"),
+    Value::Count { default: 32, min: 0, max: 1024 },
+    "N",
+    "32",
+    "Contended waits each thread keeps one by one, the longest of the run, with the holder that caused each (what `lockmeter export --perfetto` draws; 0: none)."
+);
+setting!(
     CLOCK,
     "LOCKMETER_CLOCK",
     Cli::Flag("--clock"),
@@ -477,6 +486,7 @@ pub const SETTINGS: &[Setting] = &[
     STACK_SAMPLE,
     STACKS,
     EVENTS,
+    LONGEST_WAITS,
     CLOCK,
     LOCK,
     RWLOCK,

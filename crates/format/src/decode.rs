@@ -574,7 +574,9 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                 match p.long_waits.as_mut() {
                     Some(lw) => lw.waits.push(w),
                     None => {
-                        return Err(at(c.bad_code("position (before the long waits record)", 0u32)));
+                        return Err(
+                            at(c.bad_code("position (before the long waits record)", 0u32)),
+                        );
                     }
                 }
             }
