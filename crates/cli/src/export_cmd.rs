@@ -1,14 +1,15 @@
-//! `lockmeter export`: pprof (Go's mutex profile shape) and CSV.
+//! `lockmeter export`: pprof (Go's mutex profile shape), CSV, and a Perfetto trace of the longest
+//! waits.
 
 use anyhow::{Context, Result};
-use lockmeter_report::export::{ExportError, pprof};
+use lockmeter_report::export::{ExportError, perfetto, pprof};
 use lockmeter_report::{Symbolize, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Options of `lockmeter export`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("output").required(true).multiple(true).args(["pprof", "csv"])))]
+#[command(group(clap::ArgGroup::new("output").required(true).multiple(true).args(["pprof", "csv", "perfetto"])))]
 pub(crate) struct ExportArgs {
     /// The profile to read (written by `lockmeter run`).
     #[arg(value_name = "FILE")]
@@ -21,6 +22,11 @@ pub(crate) struct ExportArgs {
     /// Write the same samples as CSV, one row per (lock, waiter stack); `-` for standard output.
     #[arg(long, value_name = "F.csv")]
     csv: Option<PathBuf>,
+    /// Write the longest contended waits (`run --longest-waits N`) as a trace that Perfetto UI
+    /// (ui.perfetto.dev) and chrome://tracing open: each wait a slice on its thread, the hold
+    /// that caused it a slice on the holder's thread, and an arrow from hold to wait.
+    #[arg(long, value_name = "F.json")]
+    perfetto: Option<PathBuf>,
     /// Do not read the program's ELF files to name frames and static locks.
     #[arg(long)]
     no_symbols: bool,
@@ -54,6 +60,15 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             .into());
         }
     }
+    if let Some(p) = &a.perfetto {
+        if !ends_with(p, ".json") {
+            return Err(ExportError::UnsupportedOutput {
+                path: p.display().to_string(),
+                supported: ".json",
+            }
+            .into());
+        }
+    }
     let (profile, mut sym) =
         lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
@@ -79,6 +94,15 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             lockmeter_format::files::write_new(p, &buf)?;
             eprintln!("lockmeter: CSV written to {}", p.display());
         }
+    }
+    if let Some(p) = &a.perfetto {
+        let t = perfetto::trace(&profile, &mut sym)?;
+        lockmeter_format::files::write_new(p, &perfetto::to_json(&t))?;
+        let waits = t.events.iter().filter(|e| e.ph == "X" && e.name.starts_with("wait ")).count();
+        eprintln!(
+            "lockmeter: trace of the {waits} longest waits written to {} (open it in ui.perfetto.dev)",
+            p.display()
+        );
     }
     crate::print_notes(&sym.notes());
     Ok(())

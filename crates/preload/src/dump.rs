@@ -731,6 +731,20 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             return None;
         }
     }
+    crate::longest::write(
+        enc,
+        START_TICKS.load(Relaxed),
+        |k| {
+            let (_, _, _, mode) = crate::classes::unkey(k);
+            let pair = match crate::classes::resolve_event(Some(reg), k) {
+                crate::classes::Ident::Live(pair) => pair,
+                crate::classes::Ident::Skip => return None,
+                crate::classes::Ident::Class(c) => class_pair(c, crate::classes::unkey(k).2),
+            };
+            Some(crate::longest::Resolved { lock: ids.find(pair)?, mode: Mode::from_u8(mode)? })
+        },
+        |h| stack_ids.find(h),
+    )?;
     // SAFETY: the caller holds the writer's lock (DUMP).
     let lost = unsafe { crate::timeline::write(enc, duration, |pair| ids.find(pair)) }?;
     if lost > 0 {

@@ -45,6 +45,10 @@ fn init_inner() {
     CFG.stack_sample.store(env_count(&settings::STACK_SAMPLE) as u32, Relaxed);
     CFG.stacks_per_thread.store(env_count(&settings::STACKS), Relaxed);
     CFG.events_per_thread.store(env_count(&settings::EVENTS), Relaxed);
+    let longest = env_count(&settings::LONGEST_WAITS) as usize;
+    if !crate::longest::init(longest, CFG.max_threads.load(Relaxed) as usize) {
+        sys::write_stderr(b"lockmeter: cannot map the reservoirs of the longest waits; they are counted as lost\n");
+    }
     if frames > 1 {
         // One unwind cache per thread, allocated now (hooks never allocate).
         let caches = CFG.max_threads.load(Relaxed).min(512) as usize;
@@ -251,6 +255,7 @@ extern "C" fn on_fork_child() {
     state::reset_thread();
     crate::unwind::reset_pool();
     dump::reset_for_child();
+    crate::longest::reset_for_child();
     crate::control::after_fork();
     crate::swap::reset_for_child();
 }

@@ -35,6 +35,7 @@ mod dump;
 mod hooks;
 mod init;
 mod live;
+mod longest;
 mod meter;
 mod names;
 mod real;

@@ -11,6 +11,7 @@ use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicU32, Ordering::AcqRel};
 use lockmeter_core::registry::{ClassOrigin, Slot};
+use lockmeter_core::reservoir::{Wait, pack_time, unpack_time};
 use lockmeter_core::stacks::{EventKey, EventKind, MAX_FRAMES};
 use lockmeter_core::stats::LiveStats;
 use lockmeter_core::{LockKind, Mode, clock};
@@ -202,6 +203,9 @@ pub(crate) struct Contention {
     n: usize,
     holder_site: u64,
     holder_stack: u64,
+    /// The holder's owner id (0: unknown) and its acquisition time, packed (0: unknown).
+    holder: u32,
+    holder_t_acq: u32,
 }
 
 impl Contention {
@@ -211,15 +215,17 @@ impl Contention {
         // A holder that just acquired may not have published itself yet: if the slot still names
         // no holder, or ourselves, the holder is unknown.
         let me = cx.shard.owner.load(Relaxed);
-        let (holder_site, holder_stack) = slot
-            .filter(|s| {
-                !matches!(s.holder_thread.load(Relaxed), 0) && s.holder_thread.load(Relaxed) != me
+        let (holder, holder_site, holder_stack, holder_t_acq) = slot
+            .map(|s| (s, s.holder_thread.load(Relaxed)))
+            .filter(|&(_, h)| h != 0 && h != me)
+            .map(|(s, h)| {
+                let (site, stack) = (s.holder_site.load(Relaxed), s.holder_stack.load(Relaxed));
+                (h, site, stack, s.holder_t_acq.load(Relaxed))
             })
-            .map(|s| (s.holder_site.load(Relaxed), s.holder_stack.load(Relaxed)))
-            .unwrap_or((0, 0));
+            .unwrap_or((0, 0, 0, 0));
         let mut frames = [0u64; MAX_FRAMES];
         let n = capture_stack(cx, site, &mut frames);
-        Contention { frames, n, holder_site, holder_stack }
+        Contention { frames, n, holder_site, holder_stack, holder, holder_t_acq }
     }
 }
 
@@ -246,6 +252,27 @@ fn record_contention(cx: &Cx, k1: u64, c: &Contention, wait_ns: u64) -> u64 {
         None => cx.shard.stacks_dropped.add(1),
     }
     hash
+}
+
+/// Offers a contended wait from `t0` to `t1` (ticks) to the thread's reservoir of its longest
+/// waits, with the holder `c` found; `stack` is the waiter's stack hash.
+#[inline(always)]
+fn keep_wait(cx: &Cx, k1: u64, c: &Contention, t0: u64, t1: u64, stack: u64) {
+    if !crate::longest::on() {
+        return;
+    }
+    let w = Wait {
+        start: t0,
+        len: t1.wrapping_sub(t0),
+        lock: k1,
+        stack,
+        holder_site: c.holder_site,
+        holder_stack: c.holder_stack,
+        waiter: cx.shard.owner.load(Relaxed),
+        holder: c.holder,
+        holder_acq: unpack_time(t0, c.holder_t_acq).unwrap_or(0),
+    };
+    crate::longest::offer(cx, &w);
 }
 
 /// Records a sampled acquisition's stack; returns its hash (0 if dropped).
@@ -340,6 +367,7 @@ pub(crate) fn acquired(
             st.record_wait(ns);
             if let Some(c) = who {
                 my_stack = record_contention(cx, k1, c, ns);
+                keep_wait(cx, k1, c, t0, t1, my_stack);
             }
             if let Some(c) = cpuc {
                 c.contended.add(1);
@@ -353,6 +381,11 @@ pub(crate) fn acquired(
             t_now = t1;
         }
     }
+    let t_acq = if time_this_hold(cx) {
+        if t_now == 0 { clock::now().max(1) } else { t_now.max(1) }
+    } else {
+        0
+    };
     let me = cx.shard.owner.load(Relaxed);
     if mode != Mode::Read {
         let prev = slot.last_owner.load(Relaxed);
@@ -364,6 +397,7 @@ pub(crate) fn acquired(
         }
         slot.holder_thread.store(me, Relaxed);
         slot.holder_site.store(site as u64, Relaxed);
+        slot.holder_t_acq.store(pack_time(t_acq), Relaxed);
         if my_stack == 0 && sample_this(cx) {
             my_stack = record_sample(cx, k1, site);
         }
@@ -374,11 +408,6 @@ pub(crate) fn acquired(
     if slot.wanted.load(Relaxed) & TRY_WANTED != 0 {
         slot.wanted.fetch_and(!TRY_WANTED, Relaxed);
     }
-    let t_acq = if time_this_hold(cx) {
-        if t_now == 0 { clock::now().max(1) } else { t_now.max(1) }
-    } else {
-        0
-    };
     let sem = kind == LockKind::Semaphore;
     let epoch = if sem { slot.epoch.load(Relaxed) } else { 0 };
     push_held(cx, Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem, epoch }, kind);

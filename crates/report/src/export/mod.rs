@@ -6,6 +6,8 @@
 //!   text other tools read;
 //! * [`pprof`]: the pprof protobuf with the sample types of Go's mutex profile
 //!   (`contentions/count`, `delay/nanoseconds`), and the same samples as CSV;
+//! * [`perfetto`]: the longest contended waits, their holds and arrows between them as a trace
+//!   (Chrome's trace event format, which Perfetto UI opens);
 //! * [`diff`]: two profiles compared per lock or per call site (seed 004's before/after table).
 //!
 //! The stack-based exports read the profile's contended events ([`EventKind::Contended`](lockmeter_format::EventKind::Contended): the
@@ -34,6 +36,7 @@
 pub mod compare_plot;
 pub mod diff;
 pub mod flame;
+pub mod perfetto;
 pub mod plot;
 pub mod pprof;
 mod stacks;

@@ -146,6 +146,7 @@ pub fn sample_profile() -> Profile {
         dropped: Dropped::default(),
         notes: Vec::new(),
         timeline: Vec::new(),
+        long_waits: None,
         overhead: Overhead {
             ns_per_pair: 24,
             estimated_total_ns: 12_578_640,
