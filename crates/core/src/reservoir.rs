@@ -117,11 +117,13 @@ pub fn clear(slots: &[WaitSlot]) {
     }
 }
 
-/// An acquisition time packed in 32 bits for the lock registry's slot: ticks / 256, 0 meaning
-/// unknown. [`unpack_time`] recovers it to 256 ticks for holds shorter than 2^40 ticks.
+/// An acquisition time packed in 32 bits for the lock registry's slot: ticks / 256 (a shift, for
+/// the acquire path), 0 meaning unknown (also what a time whose packed bits are all 0 reads as,
+/// 256 ticks in every 2^40). [`unpack_time`] recovers it to 256 ticks for holds shorter than
+/// 2^40 ticks.
 #[inline(always)]
 pub fn pack_time(t: u64) -> u32 {
-    if t == 0 { 0 } else { ((t >> 8) as u32).max(1) }
+    (t >> 8) as u32
 }
 
 /// The acquisition time packed by [`pack_time`], from a later clock reading `now`: `None` when
@@ -215,7 +217,7 @@ mod tests {
     fn packed_times() {
         assert_eq!(pack_time(0), 0);
         assert_eq!(unpack_time(5000, 0), None);
-        assert_eq!(pack_time(10), 1);
+        assert_eq!(pack_time(10), 0);
         for t in [256u64, 1 << 20, (1 << 45) + 12345, u64::MAX >> 2] {
             for later in [0u64, 1, 1 << 30, (1 << 40) - 256] {
                 let got = unpack_time(t + later, pack_time(t)).unwrap();
