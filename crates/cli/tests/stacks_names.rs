@@ -8,7 +8,8 @@
 //! that build-id.
 //!
 //! Ground-truth programs (`tests/programs/`): hammer.c, named.c, shlib.c, shlib_main.c, storage.c,
-//! striped.c, weird.c, wrapped.c and the bundled demo (`lockmeter demo`).
+//! striped.c, weird.c, wrapped.c, convoy.c (a holder that unlocks with a tail call) and the
+//! bundled demo (`lockmeter demo`).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test stacks_names`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -401,4 +402,57 @@ fn locks_first_used_through_a_wrapper_are_named_by_their_callers_stripped_or_not
         pl.check(ok, format!("'{name}' names {caller} through lock_it"));
         pl.eq(format!("{name}: acquisitions"), *n, *count);
     }
+}
+
+/// The holder's stack names the function that held the lock even when that function released it
+/// with a tail call (`return pthread_mutex_unlock(m)` compiled to a jump: at the unlock, only its
+/// caller is on the stack). convoy.c's hold_lock() does that at -O2; the test checks the jump in
+/// the disassembly first, so that it tests what it says.
+#[test]
+fn holder_stack_keeps_a_tail_calling_holder() {
+    let s = Scratch::new("tailcall_holder");
+    let exe = s.compile("convoy");
+    let dis = std::process::Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(&exe)
+        .output()
+        .expect("objdump (binutils, installed with gcc)");
+    let dis = String::from_utf8_lossy(&dis.stdout);
+    let body: String = dis
+        .split("\n\n")
+        .find(|f| f.contains("<hold_lock>:"))
+        .unwrap_or_else(|| panic!("no hold_lock in the disassembly"))
+        .to_owned();
+    assert!(
+        body.lines().any(|l| l.contains("jmp") && l.contains("<pthread_mutex_unlock")),
+        "hold_lock's unlock is not a tail call:\n{body}"
+    );
+    let ran = run_metered(&s, "t.lmp", &[], &exe, &["2", "2", "10"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("t.lmp"), &ran);
+    let lock = p.lock("convoy_lock");
+    let functions = |st: &serde_json::Value| -> Vec<String> {
+        st["stack"]
+            .as_array()
+            .map(|fs| fs.iter().filter_map(|f| sf(f, "function")).map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let holders: Vec<Vec<String>> =
+        lock["holders"].as_array().map(|h| h.iter().map(functions).collect()).unwrap_or_default();
+    // The holder thread's holds: hold_lock, called by holder().
+    p.check(
+        holders.iter().any(|f| {
+            f.first().map(String::as_str) == Some("hold_lock")
+                && f.get(1).map(String::as_str) == Some("holder")
+        }),
+        format!("a holder stack hold_lock <- holder: {holders:?}"),
+    );
+    // A release that is no tail call keeps its own frames: wait_in_convoy once, then waiter().
+    p.check(
+        holders.iter().any(|f| {
+            f.first().map(String::as_str) == Some("wait_in_convoy")
+                && f.get(1).map(String::as_str) == Some("waiter")
+        }),
+        format!("a holder stack wait_in_convoy <- waiter: {holders:?}"),
+    );
 }

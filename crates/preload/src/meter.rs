@@ -770,6 +770,8 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
 /// a preempted holder. The entry is put back if the release fails.
 #[inline(always)]
 fn end_hold(cx: &Cx, i: usize, t_rel: u64, wanted: bool, release: impl FnOnce() -> c_int) -> c_int {
+    // The site that took the lock, read while we still hold it (for the holder's stack).
+    let acq_site = if wanted && CFG.frames.load(Relaxed) > 1 { held_site(cx, i) } else { 0 };
     // SAFETY: busy flag held.
     let held_addr = unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
     let r = release();
@@ -781,17 +783,50 @@ fn end_hold(cx: &Cx, i: usize, t_rel: u64, wanted: bool, release: impl FnOnce() 
         return r;
     }
     if wanted && CFG.frames.load(Relaxed) > 1 {
-        holding(cx, i, t_rel);
+        holding(cx, i, t_rel, acq_site);
     }
     released(cx, i, t_rel, wanted);
     r
+}
+
+/// The call site that acquired the hold at held index `i` (its lock's published holder site, ours
+/// while we hold it exclusively); 0 for a read hold, whose site is not published.
+#[inline(never)]
+fn held_site(cx: &Cx, i: usize) -> u64 {
+    // SAFETY: busy flag held.
+    let Some(h) = unsafe { cx.private() }.held.get(i) else { return 0 };
+    if h.slot.is_null() || h.mode == Mode::Read as u8 {
+        return 0;
+    }
+    // SAFETY: registry slots are never unmapped.
+    unsafe { &*h.slot }.holder_site.load(Relaxed)
+}
+
+/// The holder's stack `frames[..n]`, captured at the release, with the function that held the lock
+/// in it: when no frame is in the function of the acquisition site `acq` (the release was a tail
+/// call from it, or made by a callee of a function that returned since), `acq` goes first as the
+/// innermost frame (the outermost is given up when the stack is full). Returns the new length.
+fn with_acquirer(frames: &mut [u64; MAX_FRAMES], n: usize, acq: u64) -> usize {
+    let want = (CFG.frames.load(Relaxed) as usize).min(MAX_FRAMES);
+    let Some(have) = frames.get(..n) else { return n };
+    if acq == 0 || n == 0 || have.iter().any(|&f| crate::funcs::same_function(f, acq)) {
+        return n;
+    }
+    // Unknown functions (no unwind table) are left as they are.
+    if crate::funcs::start_of(acq.wrapping_sub(1)).is_none() {
+        return n;
+    }
+    let n = (n + 1).min(want.max(1));
+    frames.copy_within(0..n - 1, 1);
+    frames[0] = acq;
+    n
 }
 
 /// The lock at held index `i` was released while other threads wanted it: records the holder's
 /// stack (captured now, after the release, so the hold was not lengthened) and the hold time.
 #[cold]
 #[inline(never)]
-fn holding(cx: &Cx, i: usize, t_rel: u64) {
+fn holding(cx: &Cx, i: usize, t_rel: u64, acq_site: u64) {
     // SAFETY: busy flag held.
     let Some(h) = (unsafe { cx.private() }).held.get(i).copied() else { return };
     if h.slot.is_null() {
@@ -808,7 +843,8 @@ fn holding(cx: &Cx, i: usize, t_rel: u64) {
     let mode = Mode::from_u8(h.mode).unwrap_or(Mode::Exclusive);
     let k1 = event_key(idx, slot.generation(), slot.class.load(Relaxed), kind, mode);
     let mut frames = [0u64; MAX_FRAMES];
-    let n = capture_stack(cx, 0, &mut frames);
+    let mut n = capture_stack(cx, 0, &mut frames);
+    n = with_acquirer(&mut frames, n, acq_site);
     let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
         cx.shard.stacks_dropped.add(1);
         return;

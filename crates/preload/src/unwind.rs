@@ -129,6 +129,7 @@ unsafe extern "C" fn add_object(
     let hdr_data = mem(hdr.p_vaddr, hdr.p_memsz);
     si.eh_frame_hdr_svma = Some(hdr.p_vaddr..hdr.p_vaddr + hdr.p_memsz);
     si.eh_frame_hdr = Some(hdr_data);
+    crate::funcs::add(bias + lo, bias + hi, hdr_data);
     // .eh_frame: its address is the header's eh_frame_ptr; it ends with its segment.
     if let Some(eh) = eh_frame_ptr(hdr_data, hdr.p_vaddr)
         && let Some(seg) = loads().find(|p| (p.p_vaddr..p.p_vaddr + p.p_filesz).contains(&eh))
