@@ -606,3 +606,36 @@ fn a_program_that_closes_every_descriptor_loses_control_not_its_files() {
     let p = Profile::load(&out, &ran);
     p.expect_lock("closer.lock", "mutex", 10);
 }
+
+/// A heap lock destroyed before the end joins its class; its intervals go with it: the class's
+/// series shows the acquisitions where they happened (one round per interval or so), not all of
+/// them in the interval where the lock ended, and still adds up exactly.
+#[test]
+fn an_ended_lock_keeps_its_place_in_the_timeline() {
+    let s = Scratch::new("ended-timeline");
+    let exe = s.compile("ended");
+    let ran = run_metered(&s, "p.lmp", &["--interval", "20ms"], &exe, &["6", "1000", "40"]);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("ok 6000"), "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    check_timeline_adds_up(&p);
+    let class = p
+        .locks()
+        .iter()
+        .find(|l| u(l, "acquisitions") == 6000)
+        .unwrap_or_else(|| panic!("no lock with the 6000 acquisitions: {}", p.json["locks"]));
+    let id = u(class, "id");
+    let tl = p.json["timeline"].as_array().cloned().unwrap_or_default();
+    let with: Vec<u64> = tl
+        .iter()
+        .filter_map(|iv| {
+            iv["locks"].as_array()?.iter().find(|l| u(l, "id") == id).map(|l| u(l, "acquisitions"))
+        })
+        .collect();
+    // Six rounds 40 ms apart in 20 ms intervals: the acquisitions are spread over several
+    // intervals (at least 3, whatever the scheduler does), none holds them all.
+    p.check(
+        with.len() >= 3 && with.iter().all(|&n| n < 6000),
+        format!("the ended lock's acquisitions per interval: {with:?}"),
+    );
+}

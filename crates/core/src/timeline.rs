@@ -17,10 +17,10 @@
 //! let (mut r1, mut r2) = (vec![Row::default(); 64], vec![Row::default(); 64]);
 //! let mut t = Timeline::new(&mut s1, &mut u1, &mut s2, &mut u2, &mut r1, &mut r2, 1000);
 //! t.begin_sums();
-//! t.add(7, [10, 1, 50, 20]);
+//! t.add(7, 0, [10, 1, 50, 20]);
 //! t.close_interval(1000);
 //! t.begin_sums();
-//! t.add(7, [15, 1, 50, 30]);
+//! t.add(7, 0, [15, 1, 50, 30]);
 //! let mut open = Vec::new();
 //! t.open_deltas(|pair, v| open.push((pair, v)));
 //! assert_eq!(t.intervals().next().unwrap().2[0].v, [10, 1, 50, 20]);
@@ -46,6 +46,8 @@ pub struct Row {
 pub struct Slot {
     pair: u64,
     stamp: u64,
+    /// Where the lock's sums go when it ends (its class; 0: nowhere).
+    heir: u64,
     v: [u64; 4],
 }
 
@@ -75,6 +77,11 @@ impl<'a> SumMap<'a> {
 
     /// The sums of `pair`, inserted as zero if absent; `None` when full.
     fn get(&mut self, pair: u64) -> Option<&mut [u64; 4]> {
+        self.slot(pair).map(|s| &mut s.v)
+    }
+
+    /// The slot of `pair`, inserted empty if absent; `None` when full.
+    fn slot(&mut self, pair: u64) -> Option<&mut Slot> {
         let cap = self.slots.len();
         if cap == 0 {
             return None;
@@ -93,19 +100,44 @@ impl<'a> SumMap<'a> {
                 }
                 *self.used.get_mut(self.nused)? = i as u32;
                 self.nused += 1;
-                *self.slots.get_mut(i)? = Slot { pair, stamp: self.stamp, v: [0; 4] };
+                *self.slots.get_mut(i)? = Slot { pair, stamp: self.stamp, heir: 0, v: [0; 4] };
                 found = Some(i);
                 break;
             }
             i = (i + 1) & (cap - 1);
         }
-        self.slots.get_mut(found?).map(|s| &mut s.v)
+        self.slots.get_mut(found?)
+    }
+
+    /// The slot of `pair`, if present (nothing inserted).
+    fn find(&self, pair: u64) -> Option<&Slot> {
+        let cap = self.slots.len();
+        if cap == 0 {
+            return None;
+        }
+        let mut i = crate::mix64(pair.wrapping_add(1)) as usize & (cap - 1);
+        for _ in 0..cap {
+            let s = self.slots.get(i)?;
+            if s.stamp != self.stamp {
+                return None;
+            }
+            if s.pair == pair {
+                return Some(s);
+            }
+            i = (i + 1) & (cap - 1);
+        }
+        None
     }
 
     /// The entry at position `k` of the insertion order.
     fn at(&self, k: usize) -> Option<(u64, [u64; 4])> {
+        self.slot_at(k).map(|s| (s.pair, s.v))
+    }
+
+    /// The slot at position `k` of the insertion order.
+    fn slot_at(&self, k: usize) -> Option<&Slot> {
         let i = *self.used.get(k).filter(|_| k < self.nused)? as usize;
-        self.slots.get(i).map(|s| (s.pair, s.v))
+        self.slots.get(i)
     }
 }
 
@@ -177,15 +209,82 @@ impl<'a> Timeline<'a> {
         self.cur.clear();
     }
 
-    /// Adds one record's raw figures to lock `pair`'s sums.
-    pub fn add(&mut self, pair: u64, v: [u64; 4]) {
-        match self.cur.get(pair) {
+    /// Adds one record's raw figures to lock `pair`'s sums. `heir` is where the lock's figures
+    /// will be summed once it ends (its class, 0: none): when a later sample no longer has
+    /// `pair`, its figures so far move to `heir`, in every interval (see [`Timeline::inherit`]).
+    pub fn add(&mut self, pair: u64, heir: u64, v: [u64; 4]) {
+        match self.cur.slot(pair) {
             Some(s) => {
-                for (a, b) in s.iter_mut().zip(v) {
+                for (a, b) in s.v.iter_mut().zip(v) {
                     *a = a.wrapping_add(b);
+                }
+                if heir != 0 {
+                    s.heir = heir;
                 }
             }
             None => self.lost += 1,
+        }
+    }
+
+    /// Locks of the last sample that the sums just made no longer have ended since (their
+    /// figures are now summed under their heir, a class): their figures of the last sample join
+    /// the heir's, so that the heir's next difference does not count them again, and their rows
+    /// in the closed intervals become the heir's. Without it a class would get every lifetime
+    /// that ended in one interval, all at once.
+    fn inherit(&mut self) {
+        let mut moved = false;
+        let mut k = 0;
+        while let Some(s) = self.prev.slot_at(k).copied() {
+            k += 1;
+            if s.heir == 0 || s.heir == s.pair || self.cur.find(s.pair).is_some() {
+                continue;
+            }
+            moved = true;
+            match self.prev.get(s.heir) {
+                Some(h) => {
+                    for (a, b) in h.iter_mut().zip(s.v) {
+                        *a = a.wrapping_add(b);
+                    }
+                }
+                None => self.lost += 1,
+            }
+        }
+        if !moved {
+            return;
+        }
+        // Rows of ended locks become their heir's: renamed, then merged within each interval.
+        for n in 0..self.n {
+            let Some(iv) = self.intervals.get(n).copied() else { break };
+            let Some(rows) = self.rows.get_mut(iv.first..iv.first + iv.len) else { continue };
+            let mut renamed = false;
+            for r in rows.iter_mut() {
+                if let Some(s) = self.prev.find(r.pair)
+                    && s.heir != 0
+                    && s.heir != s.pair
+                    && self.cur.find(s.pair).is_none()
+                {
+                    r.pair = s.heir;
+                    renamed = true;
+                }
+            }
+            if !renamed {
+                continue;
+            }
+            rows.sort_unstable_by_key(|r| r.pair);
+            let mut out = 0usize;
+            for i in 0..rows.len() {
+                let r = rows[i];
+                if out > 0 && rows[out - 1].pair == r.pair {
+                    let o = &mut rows[out - 1];
+                    o.v = core::array::from_fn(|j| o.v[j].wrapping_add(r.v[j]));
+                } else {
+                    rows[out] = r;
+                    out += 1;
+                }
+            }
+            if let Some(iv) = self.intervals.get_mut(n) {
+                iv.len = out;
+            }
         }
     }
 
@@ -217,16 +316,13 @@ impl<'a> Timeline<'a> {
         while self.used + self.cur.nused > self.rows.len() && self.n > 1 {
             self.merge();
         }
+        self.inherit();
         let first = self.used;
         let mut k = 0;
         while let Some((pair, now)) = self.cur.at(k) {
             k += 1;
-            let Some(prev) = self.prev.get(pair) else {
-                self.lost += 1;
-                continue;
-            };
+            let prev = self.prev.find(pair).map_or([0; 4], |s| s.v);
             let d: [u64; 4] = core::array::from_fn(|i| now[i].saturating_sub(prev[i]));
-            *prev = now;
             if d == [0; 4] {
                 continue;
             }
@@ -252,6 +348,8 @@ impl<'a> Timeline<'a> {
             self.n += 1;
         }
         self.open_start_ns = now_ns.max(self.open_start_ns);
+        // The sums just made are the next interval's base.
+        core::mem::swap(&mut self.prev, &mut self.cur);
     }
 
     /// Merges neighbouring intervals (0+1, 2+3, ...) and doubles the period.
@@ -322,22 +420,19 @@ impl<'a> Timeline<'a> {
     }
 
     /// The open interval: calls `f` with each lock's sums just made less the last sample (only
-    /// non-zero ones). Stores nothing; returns the locks that did not fit.
-    pub fn open_deltas(&mut self, mut f: impl FnMut(u64, [u64; 4])) -> u64 {
-        let mut lost = 0;
+    /// non-zero ones). Changes nothing but what [`Timeline::inherit`] does for locks that ended
+    /// since the last sample.
+    pub fn open_deltas(&mut self, mut f: impl FnMut(u64, [u64; 4])) {
+        self.inherit();
         let mut k = 0;
         while let Some((pair, now)) = self.cur.at(k) {
             k += 1;
-            let Some(prev) = self.prev.get(pair) else {
-                lost += 1;
-                continue;
-            };
+            let prev = self.prev.find(pair).map_or([0; 4], |s| s.v);
             let d: [u64; 4] = core::array::from_fn(|i| now[i].saturating_sub(prev[i]));
             if d != [0; 4] {
                 f(pair, d);
             }
         }
-        lost
     }
 }
 
@@ -367,8 +462,8 @@ mod tests {
                 vb[3] += 10;
             }
             t.begin_sums();
-            t.add(a, va);
-            t.add(b, vb);
+            t.add(a, 0, va);
+            t.add(b, 0, vb);
             t.close_interval(i * 1000);
         }
         assert!(t.n <= MAX_INTERVALS, "{}", t.n);
@@ -394,17 +489,17 @@ mod tests {
         // The open interval brings the sums up to date; a reset starts from the sums then.
         va[0] += 5;
         t.begin_sums();
-        t.add(a, va);
-        t.add(b, vb);
+        t.add(a, 0, va);
+        t.add(b, 0, vb);
         let mut open = Vec::new();
-        assert_eq!(t.open_deltas(|p, d| open.push((p, d))), 0);
+        t.open_deltas(|p, d| open.push((p, d)));
         assert_eq!(open, vec![(a, [5, 0, 0, 0])]);
         t.reset(end + 500);
         assert_eq!(t.intervals().count(), 0);
         va[1] += 2;
         t.begin_sums();
-        t.add(a, va);
-        t.add(b, vb);
+        t.add(a, 0, va);
+        t.add(b, 0, vb);
         t.close_interval(end + 900);
         let (s, e, rows) = t.intervals().next().unwrap();
         assert_eq!((s, e, rows), (end + 500, end + 900, &[Row { pair: a, v: [0, 2, 0, 0] }][..]));
@@ -417,11 +512,45 @@ mod tests {
         let mut t = Timeline::new(&mut s1, &mut u1, &mut s2, &mut u2, &mut r1, &mut r2, 10);
         t.begin_sums();
         for p in 1..=5u64 {
-            t.add(p, [1, 0, 0, 0]);
+            t.add(p, 0, [1, 0, 0, 0]);
         }
         // Half of 4 slots: 2 locks fit, 3 are counted.
         assert_eq!(t.lost(), 3);
         t.close_interval(10);
         assert_eq!(t.intervals().next().unwrap().2.len(), 2);
+    }
+
+    /// A lock that ends while the series runs: its figures move to its class (the heir) in every
+    /// interval, and the class's interval where the lock ended gets only what happened in it.
+    #[test]
+    fn an_ended_lock_hands_its_intervals_to_its_class() {
+        let ((mut s1, mut u1), (mut s2, mut u2)) = (mem(64), mem(64));
+        let (mut r1, mut r2) = (vec![Row::default(); 64], vec![Row::default(); 64]);
+        let mut t = Timeline::new(&mut s1, &mut u1, &mut s2, &mut u2, &mut r1, &mut r2, 10);
+        let (lock, other, class) = (3u64 << 32 | 1, 4u64 << 32 | 1, 99u64);
+        // Interval 1: the lock and another lock of the class; the class has an earlier lifetime.
+        t.begin_sums();
+        t.add(lock, class, [10, 1, 5, 7]);
+        t.add(other, class, [1, 0, 0, 0]);
+        t.add(class, 0, [100, 0, 0, 0]);
+        t.close_interval(10);
+        // Interval 2: the lock did 4 more, then ended: its 14 are summed under the class now.
+        t.begin_sums();
+        t.add(other, class, [2, 0, 0, 0]);
+        t.add(class, 0, [114, 1, 5, 7]);
+        t.close_interval(20);
+        // Interval 3 (open): the class gets 6 more from a later lifetime, and `other` ends too.
+        t.begin_sums();
+        t.add(class, 0, [122, 1, 5, 7]);
+        let mut open = Vec::new();
+        t.open_deltas(|p, d| open.push((p, d)));
+        let iv: Vec<_> = t.intervals().map(|(_, _, r)| r.to_vec()).collect();
+        assert_eq!(iv[0], vec![Row { pair: class, v: [111, 1, 5, 7] }]);
+        assert_eq!(iv[1], vec![Row { pair: class, v: [5, 0, 0, 0] }]);
+        assert_eq!(open, vec![(class, [6, 0, 0, 0])]);
+        // Every figure once: 100 before, 10 + 4 of the lock, 2 of `other`, 6 later.
+        let total: u64 = iv.iter().flatten().map(|r| r.v[0]).sum::<u64>() + open[0].1[0];
+        assert_eq!(total, 122);
+        assert_eq!(t.lost(), 0);
     }
 }

@@ -276,7 +276,7 @@ fn take_baseline() -> Result<(), &'static [u8]> {
             // SAFETY: as above.
             unsafe { crate::live::put(owner, r.base, site, &st) };
             // SAFETY: as above.
-            unsafe { crate::timeline::add(r.row, &st) };
+            unsafe { crate::timeline::add(r.row, r.heir, &st) };
         }
     }
     merged.free();
@@ -305,6 +305,9 @@ struct RecordRow {
     /// The key its reset baseline is kept under: the identity's own, so that the next identity
     /// in a slot does not inherit it.
     base: u64,
+    /// The row its figures join when its identity ends (its class's), 0 for a class row: the
+    /// time series hands the identity's intervals over to it.
+    heir: u64,
     kind: LockKind,
     mode: Mode,
 }
@@ -319,9 +322,11 @@ fn record_row(
     let (slot_idx, g, kind, mode) = crate::classes::unkey(k1);
     let (kind, mode) = (LockKind::from_u8(kind)?, Mode::from_u8(mode)?);
     let ident = crate::classes::resolve(Some(reg), k1, tag);
-    let row = match ident {
-        crate::classes::Ident::Live(pair) => pair,
-        crate::classes::Ident::Class(c) => class_pair(c, kind as u8),
+    let (row, heir) = match ident {
+        crate::classes::Ident::Live(pair) => {
+            (pair, class_pair(crate::classes::untag(tag).1, kind as u8))
+        }
+        crate::classes::Ident::Class(c) => (class_pair(c, kind as u8), 0),
         crate::classes::Ident::Skip => return None,
     };
     let base = if slot_idx == crate::classes::CLASS_SLOT || g != 0 {
@@ -329,7 +334,7 @@ fn record_row(
     } else {
         crate::classes::key(slot_idx, crate::classes::untag(tag).0, kind, mode)
     };
-    Some(RecordRow { ident, row, base, kind, mode })
+    Some(RecordRow { ident, row, base, heir, kind, mode })
 }
 
 /// Sums every record per lock for the time series (the caller holds the writer's lock).
@@ -343,7 +348,7 @@ fn sum_records() {
             let (k1, _) = e.key();
             if let Some(r) = reg.and_then(|reg| record_row(reg, k1, e.tag.load(Relaxed))) {
                 // SAFETY: as above.
-                unsafe { crate::timeline::add(r.row, &e.stats.snapshot()) };
+                unsafe { crate::timeline::add(r.row, r.heir, &e.stats.snapshot()) };
             }
         }
     }
@@ -626,7 +631,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             let mut st = live.snapshot();
             // The time series sums the raw figures (a reset's are in its base too).
             // SAFETY: the caller holds the writer's lock (DUMP).
-            unsafe { crate::timeline::add(r.row, &st) };
+            unsafe { crate::timeline::add(r.row, r.heir, &st) };
             // SAFETY: the caller holds the writer's lock (DUMP).
             let since_reset = unsafe { crate::live::subtract(owner, r.base, site, &mut st) };
             if since_reset && crate::live::is_zero(&st) {

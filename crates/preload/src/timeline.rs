@@ -86,14 +86,15 @@ pub(crate) unsafe fn begin_sums() {
     }
 }
 
-/// Adds one record's raw (not reset-subtracted) statistics to lock `pair`'s sums.
+/// Adds one record's raw (not reset-subtracted) statistics to lock `pair`'s sums; `heir` is the
+/// row its figures join when its lock ends (its class), 0 for none.
 ///
 /// # Safety
 /// As [`tl`].
-pub(crate) unsafe fn add(pair: u64, st: &Stats) {
+pub(crate) unsafe fn add(pair: u64, heir: u64, st: &Stats) {
     // SAFETY: by the caller's contract.
     if let Some(t) = unsafe { tl() } {
-        t.add(pair, [st.acquisitions, st.contended, st.wait_ns_total, st.hold_ns_total]);
+        t.add(pair, heir, [st.acquisitions, st.contended, st.wait_ns_total, st.hold_ns_total]);
     }
 }
 
@@ -156,7 +157,7 @@ pub(crate) unsafe fn write<S: Sink>(
     let open = t.open_start_ns();
     enc.interval(index, open, now_ns.max(open)).ok()?;
     let mut failed = false;
-    let lost = t.open_deltas(|pair, d| {
+    t.open_deltas(|pair, d| {
         if let Some(l) = row(pair, d) {
             failed |= enc.interval_lock(index, &l).is_err();
         }
@@ -164,7 +165,7 @@ pub(crate) unsafe fn write<S: Sink>(
     if failed {
         return None;
     }
-    Some(lost + t.lost())
+    Some(t.lost())
 }
 
 /// In a fork child: a fresh time series (the parent's counts are not the child's).
