@@ -32,6 +32,7 @@
 mod classes;
 mod control;
 mod dump;
+mod guard;
 mod hooks;
 mod init;
 mod live;
