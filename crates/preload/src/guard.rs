@@ -81,8 +81,10 @@ pub(crate) fn set_done_fd(v: &[u8]) {
 pub(crate) fn after_fork() {
     let fd = EXEC_FD.swap(-1, Relaxed);
     if fd >= 0 {
+        let saved = crate::sys::errno();
         raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
         start();
+        crate::sys::set_errno(saved);
     }
 }
 
