@@ -9,6 +9,7 @@ mod diff_cmd;
 mod embedded;
 mod export_cmd;
 mod flame_cmd;
+mod guards;
 mod hints;
 mod lock_filter;
 mod overhead;

@@ -276,8 +276,17 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
             Ok(())
         });
     }
-    let mut child =
-        cmd.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))?;
+    // Guardians hold this pipe until they are done: its end of file says the profiles are all
+    // written (see `guards`).
+    let mut done = crate::guards::DonePipe::create();
+    if let Some(d) = &done {
+        d.give_to(&mut cmd);
+    }
+    let spawned = cmd.spawn();
+    if let Some(d) = &mut done {
+        d.started();
+    }
+    let mut child = spawned.with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     let pprof = args.pprof_dir.as_ref().map(|d| {
         let ms = args
@@ -287,6 +296,16 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         let period = std::time::Duration::from_millis(ms.unwrap_or(1000).max(1));
         crate::pprof_dir::Writer::start(d, child.id(), period)
     });
+    // The program's zombie stays until the guardians are done (its guardian reads its status).
+    crate::guards::wait_exited(child.id());
+    if let Some(d) = &done
+        && !d.wait_done(crate::guards::LIMIT)
+    {
+        eprintln!(
+            "lockmeter: a process of the program still runs {} s after it ended: its profile is not in this summary (it writes it when it ends)",
+            crate::guards::LIMIT.as_secs()
+        );
+    }
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
@@ -488,12 +507,12 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
         }
         None if ran.others.is_empty() => match ran.status.signal() {
             Some(sig) => eprintln!(
-                "lockmeter: {prog} was killed by signal {sig} ({}) before it could write a profile: profiles are written at exit, _exit, exec and on SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGABRT",
+                "lockmeter: {prog} was killed by signal {sig} ({}) before it could write a profile, and no guardian wrote one (it is off with --guardian 0, and needs Linux 5.3 or later on x86_64)",
                 signal_name(sig)
             ),
             None if ran.blind_spot.is_some() => {}
             None => eprintln!(
-                "lockmeter: {prog} wrote no profile: it ended without running exit handlers (a raw exit_group, as Go does), replaced LD_PRELOAD, or metering was disabled"
+                "lockmeter: {prog} wrote no profile: it replaced LD_PRELOAD, metering was disabled, or it ended without running exit handlers (a raw exit_group, as Go does) while the guardian was off (--guardian 0) or unavailable (it needs Linux 5.3 or later on x86_64)"
             ),
         },
         None => {}

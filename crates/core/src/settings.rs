@@ -447,6 +447,24 @@ setting!(
     "1: the collector serves `lockmeter ctl` and `lockmeter top` on a unix socket in /tmp/lockmeter-UID (a 0700 directory; only the same user or root may connect); 0: no socket."
 );
 setting!(
+    GUARDIAN,
+    "LOCKMETER_GUARDIAN",
+    Cli::Flag("--guardian"),
+    Value::Switch,
+    "0|1",
+    "1",
+    "1: each metered process gets a guardian, a process sharing its memory that writes the profile when the program ends where no handler runs (SIGKILL, a crash, the raw exit_group of Go); 0: no guardian (such endings lose the profile)."
+);
+setting!(
+    GUARD_FD,
+    "LOCKMETER_GUARD_FD",
+    Cli::None,
+    Value::Text,
+    "FD:INODE",
+    "unset",
+    "Set by `lockmeter run`: the write end of a pipe that every guardian holds until it is done, so that `run` reads the profiles only after the guardians wrote them."
+);
+setting!(
     DELAY,
     "LOCKMETER_DELAY",
     Cli::Flag("--delay"),
@@ -497,6 +515,8 @@ pub const SETTINGS: &[Setting] = &[
     IMAGE_SEQ,
     DISABLE,
     CONTROL,
+    GUARDIAN,
+    GUARD_FD,
     DELAY,
     DURATION,
     INTERVAL,

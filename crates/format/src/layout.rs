@@ -168,7 +168,8 @@ pub fn hold_timing_from_code(code: u8, value: u32) -> Option<HoldTiming> {
 }
 
 /// [`EndReason`] as (code, signal): `Exit` = (0, 0), `UnderscoreExit` = (1, 0),
-/// `Signal(s)` = (2, s), `Exec` = (3, 0), `Snapshot` = (4, 0).
+/// `Signal(s)` = (2, s), `Exec` = (3, 0), `Snapshot` = (4, 0), `Killed(s)` = (5, s),
+/// `ExitGroup(code)` = (6, code), `Vanished` = (7, 0).
 pub fn end_reason_code(e: EndReason) -> (u8, i32) {
     match e {
         EndReason::Exit => (0, 0),
@@ -176,10 +177,13 @@ pub fn end_reason_code(e: EndReason) -> (u8, i32) {
         EndReason::Signal(s) => (2, s),
         EndReason::Exec => (3, 0),
         EndReason::Snapshot => (4, 0),
+        EndReason::Killed(s) => (5, s),
+        EndReason::ExitGroup(code) => (6, code),
+        EndReason::Vanished => (7, 0),
     }
 }
 
-/// The inverse of [`end_reason_code`]; the signal is ignored for codes other than 2.
+/// The inverse of [`end_reason_code`]; the signal is ignored for codes other than 2, 5 and 6.
 pub fn end_reason_from_code(code: u8, signal: i32) -> Option<EndReason> {
     Some(match code {
         0 => EndReason::Exit,
@@ -187,6 +191,9 @@ pub fn end_reason_from_code(code: u8, signal: i32) -> Option<EndReason> {
         2 => EndReason::Signal(signal),
         3 => EndReason::Exec,
         4 => EndReason::Snapshot,
+        5 => EndReason::Killed(signal),
+        6 => EndReason::ExitGroup(signal),
+        7 => EndReason::Vanished,
         _ => return None,
     })
 }
@@ -241,11 +248,14 @@ mod tests {
             EndReason::Signal(15),
             EndReason::Exec,
             EndReason::Snapshot,
+            EndReason::Killed(9),
+            EndReason::ExitGroup(5),
+            EndReason::Vanished,
         ] {
             let (c, v) = end_reason_code(e);
             assert_eq!(end_reason_from_code(c, v), Some(e));
         }
         assert_eq!(hold_timing_from_code(3, 0), None);
-        assert_eq!(end_reason_from_code(5, 0), None);
+        assert_eq!(end_reason_from_code(8, 0), None);
     }
 }

@@ -139,6 +139,22 @@ pub enum EndReason {
     Exec,
     /// Written on request while the program ran.
     Snapshot,
+    /// Killed by this signal where no handler of ours ran (SIGKILL, a crash, an OOM kill); the
+    /// profile was written by lockmeter's guardian after the program died.
+    Killed(i32),
+    /// Left with the raw `exit_group` system call and this exit code, so no exit handler ran (Go
+    /// programs do); the profile was written by lockmeter's guardian.
+    ExitGroup(i32),
+    /// Ended where no handler of ours ran, and how could not be learnt (the process was reaped
+    /// before the guardian looked); the profile was written by lockmeter's guardian.
+    Vanished,
+}
+
+impl EndReason {
+    /// Whether lockmeter's guardian wrote the profile after the program was gone.
+    pub fn by_guardian(self) -> bool {
+        matches!(self, EndReason::Killed(_) | EndReason::ExitGroup(_) | EndReason::Vanished)
+    }
 }
 
 /// Clock calibration.

@@ -27,6 +27,12 @@ pub(crate) enum End {
     Exec,
     /// A snapshot while the program runs.
     Snapshot,
+    /// Written by the guardian: killed by this signal, no handler of ours ran.
+    Killed(c_int),
+    /// Written by the guardian: the raw `exit_group` with this code.
+    ExitGroup(c_int),
+    /// Written by the guardian: how the program ended is unknown.
+    Vanished,
 }
 
 /// 0 = not written, 1 = being written, 2 = written, 3 = a snapshot or reset is in progress (the
@@ -36,6 +42,9 @@ const DUMP_IDLE: u8 = 0;
 const DUMP_FINAL: u8 = 1;
 const DUMP_WRITTEN: u8 = 2;
 const DUMP_LIVE: u8 = 3;
+
+/// The parent the guardian read from the dead program's `/proc/PID/stat` (0: ask `getppid`).
+static PPID_SEEN: AtomicU32 = AtomicU32::new(0);
 
 /// Run facts recorded at start-up.
 pub(crate) static PID: AtomicU32 = AtomicU32::new(0);
@@ -194,6 +203,38 @@ fn write_profile_inner(end: End) -> bool {
     // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = encode_to_file(b, pid, end);
+    DUMP.store(if ok { DUMP_WRITTEN } else { DUMP_IDLE }, Release);
+    ok
+}
+
+/// Whether this image's profile is written or an exec replaced it (the guardian then leaves).
+pub(crate) fn image_left() -> bool {
+    DUMP.load(Acquire) == DUMP_WRITTEN || EXEC_BUSY.load(Acquire)
+}
+
+/// The guardian, once the program is gone (no thread of it runs): writes the profile unless the
+/// program did. A dump the program's death interrupted (or a snapshot) is started over: its
+/// writer is gone and its temporary file with it.
+pub(crate) fn write_by_guardian(ppid: u32, end: End) -> bool {
+    let st = STATE.load(Acquire);
+    if st != state::READY && st != state::PAUSED && st != state::DONE {
+        return false;
+    }
+    let was = DUMP.swap(DUMP_FINAL, AcqRel);
+    if was == DUMP_WRITTEN {
+        DUMP.store(DUMP_WRITTEN, Release);
+        return false;
+    }
+    if was == DUMP_FINAL {
+        sys::write_stderr(b"lockmeter: the program died while writing its profile; its guardian writes it again\n");
+    }
+    STATE.store(state::DONE, Release);
+    crate::live::unlink_sock();
+    PPID_SEEN.store(ppid, Relaxed);
+    crate::resident::measure();
+    // SAFETY: we hold DUMP and no thread of the program runs any more.
+    let b = unsafe { &mut *BUFS.0.get() };
+    let ok = encode_to_file(b, PID.load(Relaxed), end);
     DUMP.store(if ok { DUMP_WRITTEN } else { DUMP_IDLE }, Release);
     ok
 }
@@ -580,13 +621,19 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         End::Signal(s) => EndReason::Signal(s),
         End::Exec => EndReason::Exec,
         End::Snapshot => EndReason::Snapshot,
+        End::Killed(s) => EndReason::Killed(s),
+        End::ExitGroup(c) => EndReason::ExitGroup(c),
+        End::Vanished => EndReason::Vanished,
     };
     enc.header(&HeaderRef {
         collector: "preload",
         lockmeter_version: env!("CARGO_PKG_VERSION"),
         pid,
-        // SAFETY: getppid has no preconditions.
-        ppid: unsafe { libc::getppid() } as u32,
+        ppid: match PPID_SEEN.load(Relaxed) {
+            // SAFETY: getppid has no preconditions.
+            0 => (unsafe { libc::getppid() }) as u32,
+            p => p,
+        },
         image_seq: IMAGE_SEQ.load(Relaxed),
         cmdline,
         exe,

@@ -120,6 +120,12 @@ fn init_inner() {
         install_signal(sig);
     }
     STATE.store(state::READY, Release);
+    if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
+        if let Some(v) = getenv(settings::GUARD_FD.env_c) {
+            crate::guard::set_done_fd(v);
+        }
+        crate::guard::start();
+    }
 
     // Run-time control: the socket of `lockmeter ctl`, `--delay`, `--duration`, `--interval`.
     let want_socket = getenv(settings::CONTROL.env_c).is_none_or(|v| v != b"0");
@@ -258,6 +264,7 @@ extern "C" fn on_fork_child() {
     crate::longest::reset_for_child();
     crate::control::after_fork();
     crate::swap::reset_for_child();
+    crate::guard::after_fork();
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

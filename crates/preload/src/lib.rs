@@ -33,6 +33,7 @@ mod classes;
 mod control;
 mod dump;
 mod funcs;
+mod guard;
 mod hooks;
 mod init;
 mod live;

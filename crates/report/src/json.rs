@@ -143,6 +143,7 @@ struct HeaderOut<'a> {
     hold_sample_every: Option<u32>,
     end_reason: &'static str,
     end_signal: Option<i32>,
+    end_exit_code: Option<i32>,
     clock: ClockOut,
 }
 
@@ -500,9 +501,16 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
                 EndReason::Signal(_) => "signal",
                 EndReason::Exec => "exec",
                 EndReason::Snapshot => "snapshot",
+                EndReason::Killed(_) => "killed",
+                EndReason::ExitGroup(_) => "exit_group",
+                EndReason::Vanished => "vanished",
             },
             end_signal: match h.end_reason {
-                EndReason::Signal(s) => Some(s),
+                EndReason::Signal(s) | EndReason::Killed(s) => Some(s),
+                _ => None,
+            },
+            end_exit_code: match h.end_reason {
+                EndReason::ExitGroup(c) => Some(c),
                 _ => None,
             },
             clock: ClockOut {

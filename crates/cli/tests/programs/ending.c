@@ -6,12 +6,23 @@
  *   termhandler: installs its own SIGTERM handler (which calls _exit(5)), then raise(SIGTERM)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
  *   wait: prints "ready", then waits for a signal (pause)
  *   termbusy: starts THREADS threads that lock end_lock in a loop forever, lets them run
- *     100 ms, then raise(SIGTERM) while they are locking */
+ *     100 ms, then raise(SIGTERM) while they are locking
+ * Endings no handler sees; each first prints "end_lock TOTAL" (the acquisitions of end_lock):
+ *   kill9: raise(SIGKILL)   segv: writes through a null pointer
+ *   waitkill: prints "pid PID" and "ready", then waits to be killed
+ *   exitgroup: starts 2 threads that lock spin_lock forever, then another thread calls the raw
+ *     exit_group system call with status 5 while they lock
+ *   forkkill: a fork child takes end_lock N times, prints "child_end_lock N" and raises SIGKILL;
+ *     the parent waits for it, prints "child_status S" (the wait status) and exits 0 */
 #include "e2e_common.h"
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t spin_lock = PTHREAD_MUTEX_INITIALIZER;
 static long n;
 
 static void on_term(int sig) {
@@ -25,6 +36,21 @@ static void *spinner(void *arg) {
         OK(pthread_mutex_lock(&end_lock));
         OK(pthread_mutex_unlock(&end_lock));
     }
+    return NULL;
+}
+
+static void *spin_spinner(void *arg) {
+    (void)arg;
+    for (;;) {
+        OK(pthread_mutex_lock(&spin_lock));
+        OK(pthread_mutex_unlock(&spin_lock));
+    }
+    return NULL;
+}
+
+static void *group_exiter(void *arg) {
+    (void)arg;
+    syscall(SYS_exit_group, 5);
     return NULL;
 }
 
@@ -53,6 +79,41 @@ int main(int argc, char **argv) {
     for (long t = 1; t < threads; t++) OK(pthread_create(&th[t], NULL, worker, NULL));
     for (long t = 1; t < threads; t++) OK(pthread_join(th[t], NULL));
     worker(NULL);
+    if (!strcmp(mode, "forkkill")) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) return 96;
+        if (pid == 0) {
+            worker(NULL);
+            printf("child_end_lock %ld\n", n);
+            fflush(stdout);
+            raise(SIGKILL);
+            return 97;
+        }
+        int st = 0;
+        if (waitpid(pid, &st, 0) != pid) return 98;
+        printf("end_lock %ld\nchild_status %d\n", n * threads, st);
+        exit(0);
+    }
+    if (!strcmp(mode, "kill9") || !strcmp(mode, "segv") || !strcmp(mode, "waitkill") ||
+        !strcmp(mode, "exitgroup")) {
+        printf("end_lock %ld\n", n * threads);
+        fflush(stdout);
+    }
+    if (!strcmp(mode, "kill9")) raise(SIGKILL);
+    if (!strcmp(mode, "segv")) *(volatile int *)(uintptr_t)arg_long(argc, argv, 4, 0) = 1;
+    if (!strcmp(mode, "waitkill")) {
+        printf("pid %d\nready\n", (int)getpid());
+        fflush(stdout);
+        for (;;) pause();
+    }
+    if (!strcmp(mode, "exitgroup")) {
+        for (int t = 0; t < 2; t++) OK(pthread_create(&th[t], NULL, spin_spinner, NULL));
+        struct timespec d = {0, 50000000L};
+        nanosleep(&d, NULL);
+        OK(pthread_create(&th[2], NULL, group_exiter, NULL));
+        for (;;) pause();
+    }
     if (!strcmp(mode, "exit7")) exit(7);
     if (!strcmp(mode, "_exit3")) _exit(3);
     if (!strcmp(mode, "chdir")) {

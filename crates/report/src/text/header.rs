@@ -53,6 +53,18 @@ fn end_reason(r: EndReason) -> String {
         },
         EndReason::Exec => "exec".into(),
         EndReason::Snapshot => "snapshot (still running)".into(),
+        EndReason::Killed(s) => match signal_name(s) {
+            Some(n) => {
+                format!("signal {s} ({n}), no handler ran; profile written by lockmeter's guardian")
+            }
+            None => format!("signal {s}, no handler ran; profile written by lockmeter's guardian"),
+        },
+        EndReason::ExitGroup(c) => {
+            format!("exit_group({c}), no exit handler ran; profile written by lockmeter's guardian")
+        }
+        EndReason::Vanished => {
+            "an end no handler saw (how is unknown); profile written by lockmeter's guardian".into()
+        }
     }
 }
 

@@ -1,0 +1,99 @@
+//! `run`'s side of the collector's guardians (see the preload's `guard.rs`): a pipe whose write
+//! end every metered process and its guardian inherit (`LOCKMETER_GUARD_FD`). `run` keeps only
+//! the read end; once the program has ended, end of file on it means every guardian is done, so
+//! the profiles they write are complete before `run` reads them.
+
+use lockmeter_core::settings;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long `run` waits for guardians after the program ended (a process of the program that
+/// lives on keeps its guardian, and the pipe, open).
+pub(crate) const LIMIT: Duration = Duration::from_secs(10);
+
+pub(crate) struct DonePipe {
+    read: OwnedFd,
+    write: Option<OwnedFd>,
+}
+
+impl DonePipe {
+    /// A new pipe (both ends close-on-exec here); `None` if the system refuses one.
+    pub(crate) fn create() -> Option<DonePipe> {
+        let mut fds = [-1; 2];
+        // SAFETY: `fds` is a valid array of two descriptors for pipe2 to fill.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        // SAFETY: both descriptors were just created and are owned by nobody else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Some(DonePipe { read, write: Some(write) })
+    }
+
+    /// Passes the write end to the program started by `cmd` (and only to it).
+    pub(crate) fn give_to(&self, cmd: &mut Command) {
+        let Some(w) = &self.write else { return };
+        let fd = w.as_raw_fd();
+        // SAFETY: an all-zero stat is a valid buffer; fstat fills it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open (we own it) and `st` is writable.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return;
+        }
+        cmd.env(settings::GUARD_FD.env, format!("{fd}:{}", st.st_ino));
+        // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on our own pipe, in
+        // the child between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+                Ok(())
+            });
+        }
+    }
+
+    /// Closes our write end (after the program started): from then on only the program's
+    /// processes and their guardians hold it.
+    pub(crate) fn started(&mut self) {
+        self.write = None;
+    }
+
+    /// Waits until every holder of the write end closed it, at most `limit`. False on timeout.
+    pub(crate) fn wait_done(&self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        let mut buf = [0u8; 64];
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut p =
+                libc::pollfd { fd: self.read.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            if r <= 0 {
+                continue; // timeout (checked above) or EINTR
+            }
+            // SAFETY: `buf` is writable for its length; the descriptor is ours.
+            let n =
+                unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n == 0 {
+                return true;
+            }
+        }
+    }
+}
+
+/// Waits until child `pid` has ended, without reaping it: its zombie keeps the exit status the
+/// guardian reads from `/proc/PID/stat`.
+pub(crate) fn wait_exited(pid: u32) {
+    loop {
+        // SAFETY: an all-zero siginfo is a valid buffer for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waiting for our own child; WNOWAIT leaves it waitable.
+        let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The guardian: a process that writes the profile when the program ends where no handler of
+//! ours runs (SIGKILL, a crash, the raw `exit_group` Go programs leave with).
+//!
+//! The constructor (and each fork child) starts one with a raw `clone(CLONE_VM)`: a process of
+//! its own (own pid and thread group, a copy of the descriptor table, exit signal 0 so that the
+//! program's `wait` never sees it) on its own stack, sharing the program's whole address space.
+//! SIGKILL, `exit_group` and fatal signals end the program's thread group only: the memory stays
+//! while the guardian holds it, and the guardian runs the ordinary profile writer on it.
+//!
+//! While the program lives the guardian shares the creating thread's TLS, so until then it makes
+//! raw system calls only (nothing that writes errno). It polls a pidfd of the program (readable
+//! once the whole thread group is gone) and the read end of a pipe whose close-on-exec write end
+//! only the program holds (hung up by a successful exec, whose profile the exec hook wrote:
+//! the guardian then leaves at once, letting the old image's memory go). When the program is
+//! gone, no thread of it runs any more, and libc is safe to use: if the program wrote its
+//! profile, the guardian leaves; else it learns how the program ended from the zombie's
+//! `/proc/PID/stat` and writes the profile.
+//!
+//! All signals are blocked in the guardian and it leaves the program's process group
+//! (`kill -9 -PGID` spares it). It does not lower its OOM score: the kernel copies
+//! `oom_score_adj` to every process sharing the memory, so the program itself would become
+//! unkillable by the OOM killer.
+
+use crate::dump::{self, End};
+use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
+
+/// The write end of this image's exec pipe (held by the program only), -1 when none.
+static EXEC_FD: AtomicI32 = AtomicI32::new(-1);
+/// `lockmeter run`'s pipe (`LOCKMETER_GUARD_FD`), -1 when none.
+static DONE_FD: AtomicI32 = AtomicI32::new(-1);
+
+const STACK: usize = 8 << 20;
+
+/// What the guardian needs, at the top of its stack.
+#[repr(C)]
+struct Args {
+    pid: i32,
+    exec_fd: i32,
+    done_fd: i32,
+}
+
+/// A raw system call: returns the result or `-errno`; never touches errno.
+#[cfg(target_arch = "x86_64")]
+fn raw(n: libc::c_long, a: [usize; 4]) -> isize {
+    let r: isize;
+    // SAFETY: the Linux x86_64 system call convention; the kernel clobbers rcx and r11 only.
+    // Callers pass arguments valid for the call `n`.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack)
+        )
+    };
+    r
+}
+
+/// Parses `LOCKMETER_GUARD_FD` (`FD:INODE`): the descriptor, if it is still the pipe `run` made.
+pub(crate) fn set_done_fd(v: &[u8]) {
+    let mut it = v.splitn(2, |&c| c == b':');
+    let (Some(fd), Some(ino)) = (it.next(), it.next()) else { return };
+    let (Some(fd), Some(ino)) = (crate::sys::parse_u64(fd), crate::sys::parse_u64(ino)) else {
+        return;
+    };
+    // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer.
+    let ok = unsafe { libc::fstat(fd as i32, &mut st) } == 0;
+    if ok && st.st_mode & libc::S_IFMT == libc::S_IFIFO && st.st_ino == ino {
+        DONE_FD.store(fd as i32, Relaxed);
+    }
+}
+
+/// In a fork child: the parent's exec pipe is not ours; start our own guardian.
+pub(crate) fn after_fork() {
+    let fd = EXEC_FD.swap(-1, Relaxed);
+    if fd >= 0 {
+        let saved = crate::sys::errno();
+        raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
+        start();
+        crate::sys::set_errno(saved);
+    }
+}
+
+/// Starts this image's guardian (the constructor, or a fork child's only thread). On failure
+/// the program runs on without one.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn start() {
+    let mut fds = [-1i32; 2];
+    let r = raw(libc::SYS_pipe2, [fds.as_mut_ptr() as usize, libc::O_CLOEXEC as usize, 0, 0]);
+    if r < 0 {
+        return;
+    }
+    let close = |fd: i32| raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
+    // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
+    let stack = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    // A guard page at the bottom: an overflow faults instead of writing over other memory.
+    // SAFETY: the first page of the mapping just made.
+    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
+    let top = (stack as usize + STACK - 64) & !15;
+    let args = top as *mut Args;
+    // SAFETY: the top of the new mapping, aligned, unused by anything else.
+    unsafe {
+        args.write(Args {
+            pid: dump::PID.load(Relaxed) as i32,
+            exec_fd: fds[0],
+            done_fd: DONE_FD.load(Relaxed),
+        })
+    };
+    // All signals blocked across the clone, so the guardian starts with them blocked (it has a
+    // copy of the program's handlers, which must never run in it).
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    raw(
+        libc::SYS_rt_sigprocmask,
+        [libc::SIG_SETMASK as usize, &all as *const u64 as usize, &mut old as *mut u64 as usize, 8],
+    );
+    // SAFETY: `top` is the aligned top of a fresh stack; `guardian` never returns into this
+    // frame (the trampoline calls exit), and takes `args`, which lives on that stack.
+    let pid = unsafe { clone_vm(top - 64, guardian, args) };
+    raw(libc::SYS_rt_sigprocmask, [libc::SIG_SETMASK as usize, &old as *const u64 as usize, 0, 8]);
+    close(fds[0]);
+    if pid < 0 {
+        close(fds[1]);
+        // SAFETY: the mapping made above, unused (no guardian runs on it).
+        unsafe { libc::munmap(stack, STACK) };
+        return;
+    }
+    EXEC_FD.store(fds[1], Relaxed);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn start() {}
+
+/// `clone(CLONE_VM, stack)` whose child calls `f(arg)` on `stack`, then `exit`s with its result.
+/// Returns the child's pid or `-errno`.
+///
+/// # Safety
+/// `stack` is the 16-byte aligned top of a mapping that nothing else uses; `f` must not unwind.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone_vm(stack: usize, f: extern "C" fn(*mut Args) -> i32, arg: *mut Args) -> isize {
+    let r: isize;
+    // SAFETY: the caller's contract. The child starts on `stack` with the registers of the
+    // parent: r12/r13 carry `f` and `arg` across the system call; it never returns here.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "mov edi, eax",
+            "mov eax, {exit}",
+            "syscall",
+            "ud2",
+            "2:",
+            exit = const libc::SYS_exit,
+            inlateout("rax") libc::SYS_clone as isize => r,
+            in("rdi") libc::CLONE_VM as usize,
+            in("rsi") stack,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") f as usize,
+            in("r13") arg as usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+        )
+    };
+    r
+}
+
+/// The guardian's body (see the module docs). Raw system calls only until the program is gone.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn guardian(args: *mut Args) -> i32 {
+    // SAFETY: written by `start` before the clone, on this stack; never written again.
+    let Args { pid, exec_fd, done_fd } = unsafe { args.read() };
+    raw(libc::SYS_setpgid, [0, 0, 0, 0]);
+    raw(libc::SYS_prctl, [libc::PR_SET_NAME as usize, c"lockmeter-guard".as_ptr() as usize, 0, 0]);
+    // Keep only what we need: the exec pipe, run's pipe, stderr. Holding the program's other
+    // descriptors could keep a pipe open that someone waits to see closed.
+    let mut keep = [exec_fd, done_fd, 2];
+    keep.sort_unstable();
+    let mut from = 0u32;
+    for k in keep {
+        if k >= from as i32 {
+            if k > from as i32 {
+                close_range(from, k as u32 - 1);
+            }
+            from = k as u32 + 1;
+        }
+    }
+    close_range(from, u32::MAX);
+    let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
+    if pidfd < 0 {
+        return 0; // no pidfd (Linux < 5.3): no guardian
+    }
+    // The program may have died before we asked: then we were given to another parent already.
+    let mut watch_exec = true;
+    while raw(libc::SYS_getppid, [0; 4]) == pid as isize {
+        let mut p = [
+            libc::pollfd { fd: pidfd as i32, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: if watch_exec { exec_fd } else { -1 }, events: 0, revents: 0 },
+        ];
+        let r = raw(libc::SYS_ppoll, [p.as_mut_ptr() as usize, 2, 0, 0]);
+        if r < 0 {
+            continue;
+        }
+        if p[0].revents != 0 {
+            break;
+        }
+        if p[1].revents != 0 {
+            if dump::image_left() {
+                return 0; // an exec: its profile was written before it
+            }
+            watch_exec = false; // the program closed our descriptor: death will tell
+        }
+    }
+    // Reparented: the program's last thread is exiting; wait (bounded) until it is a zombie, so
+    // that no thread of it runs and its exit status can be read.
+    let mut p = libc::pollfd { fd: pidfd as i32, events: libc::POLLIN, revents: 0 };
+    let second = libc::timespec { tv_sec: 1, tv_nsec: 0 };
+    raw(
+        libc::SYS_ppoll,
+        [&mut p as *mut libc::pollfd as usize, 1, &second as *const _ as usize, 0],
+    );
+    // The program is gone: no thread of it runs, libc is ours.
+    if dump::image_left() {
+        return 0;
+    }
+    let (end, ppid) = how_it_ended(pid);
+    dump::write_by_guardian(ppid, end);
+    0
+}
+
+/// `close_range(first, last)`, or a loop of `close` where the kernel lacks it.
+fn close_range(first: u32, last: u32) {
+    if raw(libc::SYS_close_range, [first as usize, last as usize, 0, 0]) == 0 {
+        return;
+    }
+    for fd in first..last.min(4096) {
+        raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
+    }
+}
+
+/// How the dead program ended and its parent, from the zombie's `/proc/PID/stat` (fields 4 and
+/// 52); `Vanished` when it was reaped already.
+fn how_it_ended(pid: i32) -> (End, u32) {
+    let mut path = crate::sys::PathBuf::new();
+    path.push(b"/proc/").push_u64(pid as u64).push(b"/stat");
+    // SAFETY: NUL-terminated by PathBuf.
+    let path = unsafe { core::ffi::CStr::from_ptr(path.as_ptr()) };
+    let mut buf = [0u8; 2048];
+    let stat = crate::sys::read_file(path, &mut buf);
+    // Fields after the command name, which ends at the last ')': state is field 3.
+    let Some(close) = stat.iter().rposition(|&c| c == b')') else { return (End::Vanished, 0) };
+    let rest = stat.get(close + 2..).unwrap_or(&[]);
+    let fields = |n: usize| rest.split(|&c| c == b' ').nth(n - 3);
+    let ppid = fields(4).and_then(crate::sys::parse_u64).unwrap_or(0) as u32;
+    let state = fields(3).and_then(|s| s.first().copied());
+    let code =
+        fields(52).map(|f| f.strip_suffix(b"\n").unwrap_or(f)).and_then(crate::sys::parse_u64);
+    match (state, code) {
+        (Some(b'Z' | b'X'), Some(c)) if c & 0x7f != 0 => (End::Killed((c & 0x7f) as i32), ppid),
+        (Some(b'Z' | b'X'), Some(c)) => (End::ExitGroup(((c >> 8) & 0xff) as i32), ppid),
+        _ => (End::Vanished, ppid),
+    }
+}
