@@ -24,7 +24,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Every algorithm `--lock` takes besides `pthread`.
-const ALGOS: [&str; 8] = ["tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh"];
+const ALGOS: [&str; 10] =
+    ["tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh", "qspin", "unfair-q"];
 
 fn notes(p: &Profile) -> Vec<String> {
     p.json["notes"]
@@ -136,7 +137,7 @@ fn without_lock_nothing_is_swapped_and_no_note_is_written() {
 #[test]
 fn unknown_algorithm_is_refused_in_one_line() {
     let s = Scratch::new("swap-bad");
-    let ran = lockmeter(&s.dir, &["run", "--lock", "qspin", "--", "true"]);
+    let ran = lockmeter(&s.dir, &["run", "--lock", "unfair", "--", "true"]);
     assert_ne!(ran.code(), 0, "{ran}");
     assert!(ran.stderr.contains("--lock takes one of pthread, tas"), "{ran}");
 }
@@ -358,10 +359,10 @@ fn compare_runs_each_lock_interleaved_and_reads_the_metric() {
     let svg = std::fs::read_to_string(dir.join("compare.svg")).expect("the figure");
     assert!(svg.contains("\nadaptive\n"), "the figure names adaptive");
     // An unknown lock is refused before anything runs, in one line.
-    let bad = lockmeter(&s.dir, &["compare", "--locks", "pthread,qspin", "--", "true"]);
+    let bad = lockmeter(&s.dir, &["compare", "--locks", "pthread,unfair", "--", "true"]);
     assert_eq!(bad.code(), 2, "{bad}");
     assert_eq!(bad.stderr.lines().count(), 1, "{bad}");
-    assert!(bad.stderr.contains("unknown lock 'qspin'"), "{bad}");
+    assert!(bad.stderr.contains("unknown lock 'unfair'"), "{bad}");
 }
 
 #[test]

@@ -388,8 +388,10 @@ setting!(
 );
 /// The lock algorithms `--lock` swaps in (`pthread`: none, glibc's own); the lab's
 /// `lockmeter_locks::cabi::ALGOS` are the others (a test there checks the two lists agree).
-pub const SWAP_LOCKS: &[&str] =
-    &["pthread", "tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh"];
+pub const SWAP_LOCKS: &[&str] = &[
+    "pthread", "tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh", "qspin",
+    "unfair-q",
+];
 
 setting!(
     LOCK,
@@ -398,7 +400,7 @@ setting!(
     Value::Choice(SWAP_LOCKS),
     "ALGO",
     "pthread",
-    "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex, adaptive or clh. Other mutex types keep glibc's implementation; the profile's notes count them."
+    "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex, adaptive, clh, qspin or unfair-q. Other mutex types keep glibc's implementation; the profile's notes count them."
 );
 setting!(
     RWLOCK,

@@ -81,7 +81,7 @@ pub(crate) fn init(raw: Option<&[u8]>, filter: Option<&[u8]>) {
     let Some(name) = raw.filter(|v| !v.is_empty() && *v != b"pthread") else { return };
     let Some(a) = Algo::from_name(name) else {
         crate::sys::fatal(
-            "lockmeter: unknown LOCKMETER_LOCK; use pthread, tas, ttas, ticket, mcs, mcs:park, futex, adaptive or clh\n",
+            "lockmeter: unknown LOCKMETER_LOCK; use pthread, tas, ttas, ticket, mcs, mcs:park, futex, adaptive, clh, qspin or unfair-q\n",
         )
     };
     if let Some(f) = filter.filter(|f| !f.is_empty()) {
