@@ -416,9 +416,9 @@ setting!(
     "LOCKMETER_LOCK_FILTER",
     Cli::Own("--lock-filter"),
     Value::Text,
-    "NAME",
+    "NAME or FILE:LINE",
     "every mutex",
-    "With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an array of them, from the executable's symbol table); the others keep glibc's. `run` passes the collector OFFSET+SIZE (hex, from the executable's load address)."
+    "With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an array of them, from the executable's symbol table), or those initialized or first locked at FILE:LINE (the site the report names them by; FILE by base name, from the executable's DWARF line table: compile it with -g); the others keep glibc's. `run` passes the collector OFFSET+SIZE, or @START-END,... code ranges (hex, from the executable's load address)."
 );
 setting!(
     DISABLE,

@@ -111,7 +111,7 @@ fn init_inner() {
         libc::pthread_atfork(None, None, Some(on_fork_child));
     }
     crate::swap::init(getenv(settings::LOCK.env_c), getenv(settings::LOCK_FILTER.env_c));
-    crate::swap::init_rw(getenv(settings::RWLOCK.env_c));
+    crate::swap_rw::init_rw(getenv(settings::RWLOCK.env_c));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGABRT] {
         install_signal(sig);
     }
@@ -253,6 +253,7 @@ extern "C" fn on_fork_child() {
     dump::reset_for_child();
     crate::control::after_fork();
     crate::swap::reset_for_child();
+    crate::swap_rw::reset_for_child();
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

@@ -87,6 +87,7 @@ pub use json::{SCHEMA_VERSION, json};
 pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
+    code_at_line,
 };
 pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, SUMMARY_PAIRS, headline, printable, summary, text};
 

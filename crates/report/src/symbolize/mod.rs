@@ -33,9 +33,11 @@ use std::fmt;
 use lockmeter_format::model::Profile;
 
 mod elf;
+mod lines;
 mod symbols_dir;
 
 pub use elf::{ElfSymbolizer, KERNEL_SYMBOL_PREFIX, default_debug_dirs};
+pub use lines::code_at_line;
 
 /// A resolved code address (a call site).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
