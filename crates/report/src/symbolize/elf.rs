@@ -11,7 +11,8 @@ use std::sync::Arc;
 use lockmeter_format::model::MapEntry;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
-use super::{Frame, InlinedFrame, Symbolize, demangle, symbols_dir};
+use super::symbols_dir::{self, separate_debug_file};
+use super::{Frame, InlinedFrame, Symbolize, demangle};
 
 /// One symbol: start (ELF virtual address), size, raw name.
 #[derive(Debug, Clone)]
@@ -76,50 +77,6 @@ pub fn default_debug_dirs() -> Vec<PathBuf> {
         .collect();
     v.push(PathBuf::from("/usr/lib/debug"));
     v
-}
-
-/// The contents of `path` when it is an object file with DWARF and (when `build_id` is given and
-/// the file has one) the same build-id.
-fn usable_debug_file(path: &Path, build_id: Option<&[u8]>) -> Option<Vec<u8>> {
-    let bytes = std::fs::read(path).ok()?;
-    let file = object::File::parse(&*bytes).ok()?;
-    let dwarf = file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0);
-    let same = match (build_id, file.build_id().ok().flatten()) {
-        (Some(want), Some(got)) => want == got,
-        _ => true,
-    };
-    drop(file);
-    (dwarf && same).then_some(bytes)
-}
-
-/// A separate debug file for the module at `path`: by build-id
-/// (`<dir>/.build-id/xx/yyyy.debug`), else by `.gnu_debuglink` (next to the module, in its
-/// `.debug/` folder, under `<dir>/<module's folder>/`), for each global debug folder `<dir>`.
-/// Returns its path and contents.
-fn separate_debug_file(
-    dirs: &[PathBuf],
-    path: &Path,
-    build_id: Option<&[u8]>,
-    debuglink: Option<&str>,
-) -> Option<(PathBuf, Vec<u8>)> {
-    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        for d in dirs {
-            let p = d.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
-            if let Some(bytes) = usable_debug_file(&p, Some(id)) {
-                return Some((p, bytes));
-            }
-        }
-    }
-    let link = debuglink?;
-    let dir = path.parent()?;
-    let mut candidates = vec![dir.join(link), dir.join(".debug").join(link)];
-    let rel = dir.strip_prefix("/").unwrap_or(dir);
-    candidates.extend(dirs.iter().map(|d| d.join(rel).join(link)));
-    candidates
-        .into_iter()
-        .filter(|c| c != path)
-        .find_map(|c| usable_debug_file(&c, build_id).map(|b| (c, b)))
 }
 
 /// Functions and data objects of `file`, from `.symtab` (or `.dynsym` when `dynamic`), sorted by
