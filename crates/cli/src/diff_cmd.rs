@@ -42,10 +42,15 @@ pub(crate) struct DiffArgs {
     /// Do not read the programs' ELF files to name call sites and static locks.
     #[arg(long)]
     no_symbols: bool,
+    /// Look for the program's symbols in DIR first: debug files by build-id
+    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
+    /// a file of another build is refused with a note.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
+    symbols: Option<PathBuf>,
 }
 
-fn load(p: &Path, symbols: bool) -> Result<Analysis> {
-    let (profile, mut sym) = lockmeter_report::open(p, &SymbolizeOptions { enabled: symbols })?;
+fn load(p: &Path, opts: &SymbolizeOptions) -> Result<Analysis> {
+    let (profile, mut sym) = lockmeter_report::open(p, opts)?;
     let a = Analysis::with_symbolizer(&profile, &mut sym);
     for n in &a.notes {
         eprintln!("lockmeter: note: {}: {n}", p.display());
@@ -55,8 +60,10 @@ fn load(p: &Path, symbols: bool) -> Result<Analysis> {
 
 /// `lockmeter diff`.
 pub(crate) fn diff(a: DiffArgs) -> Result<()> {
-    let before = load(&a.before, !a.no_symbols)?;
-    let after = load(&a.after, !a.no_symbols)?;
+    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let before = load(&a.before, &opts)?;
+    let after = load(&a.after, &opts)?;
     let top = match (a.top, a.format) {
         (Some(n), _) => Some(n),
         (None, DiffFormat::Text) => Some(20),

@@ -30,6 +30,11 @@ pub(crate) struct ExportArgs {
     /// Do not read the program's ELF files to name frames and static locks.
     #[arg(long)]
     no_symbols: bool,
+    /// Look for the program's symbols in DIR first: debug files by build-id
+    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
+    /// a file of another build is refused with a note.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
+    symbols: Option<PathBuf>,
 }
 
 fn ends_with(p: &Path, ext: &str) -> bool {
@@ -69,8 +74,11 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             .into());
         }
     }
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    let (profile, mut sym) = {
+        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        lockmeter_report::open(&a.file, &opts)?
+    };
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
         let pb = pprof::build(&profile, &mut sym);
         let mut buf = Vec::new();

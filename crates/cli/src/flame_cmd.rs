@@ -34,6 +34,11 @@ pub(crate) struct FlameArgs {
     /// Do not read the program's ELF files to name frames and static locks.
     #[arg(long)]
     no_symbols: bool,
+    /// Look for the program's symbols in DIR first: debug files by build-id
+    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
+    /// a file of another build is refused with a note.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
+    symbols: Option<PathBuf>,
 }
 
 /// Whether `p` ends with one of `exts`.
@@ -63,8 +68,11 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
         }
         (p, _) => p.clone(),
     };
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    let (profile, mut sym) = {
+        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        lockmeter_report::open(&a.file, &opts)?
+    };
     let mut buf = Vec::new();
     if a.folded {
         let lines = flame::folded(&profile, &mut sym, a.weight, a.lock.as_deref());

@@ -27,6 +27,11 @@ pub(crate) struct PlotArgs {
     /// Do not read the program's ELF files to name static locks.
     #[arg(long)]
     no_symbols: bool,
+    /// Look for the program's symbols in DIR first: debug files by build-id
+    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
+    /// a file of another build is refused with a note.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
+    symbols: Option<PathBuf>,
 }
 
 /// `lockmeter plot`.
@@ -36,8 +41,11 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     if a.top == 0 {
         bail!("--top must be at least 1");
     }
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    let (profile, mut sym) = {
+        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        lockmeter_report::open(&a.file, &opts)?
+    };
     let analysis = Analysis::with_symbolizer(&profile, &mut sym);
     crate::print_notes(&analysis.notes);
     let opts = PlotOptions { kind: a.kind, top: a.top, lock: a.lock };

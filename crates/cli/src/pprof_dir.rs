@@ -90,7 +90,7 @@ fn delta(prev: Option<&Profile>, cur: &Profile) -> Profile {
 fn write(dir: &Path, pid: u32, seq: u64, prev: Option<&Profile>, cur: &Profile) -> Result<PathBuf> {
     let d = delta(prev, cur);
     // Frames are named from the program's files as they are now (the maps of the snapshot).
-    let mut sym = Symbolizer::new(&d, &SymbolizeOptions { enabled: true });
+    let mut sym = Symbolizer::new(&d, &SymbolizeOptions { enabled: true, symbols_dir: None });
     let pp = pprof::build(&d, &mut sym);
     let mut buf = Vec::new();
     pprof::write(&pp, true, &mut buf)?;

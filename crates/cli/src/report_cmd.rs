@@ -47,6 +47,11 @@ pub(crate) struct ReportArgs {
     /// Do not read the program's ELF files to name call sites and static locks.
     #[arg(long)]
     no_symbols: bool,
+    /// Look for the program's symbols in DIR first: debug files by build-id
+    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
+    /// a file of another build is refused with a note.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
+    symbols: Option<PathBuf>,
 }
 
 /// The flame graph of waiter stacks that the HTML report shows, when the profile has any.
@@ -70,8 +75,11 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
         lockmeter_format::files::check_new(p)?;
     }
     let filter = Filter { lock: a.lock.clone(), function: a.function.clone() };
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    let (profile, mut sym) = {
+        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        lockmeter_report::open(&a.file, &opts)?
+    };
     let analysis = Analysis::build(&profile, &mut sym, &filter);
     let opts = ReportOptions {
         by: a.by,

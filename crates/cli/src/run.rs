@@ -24,8 +24,9 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) collector: CollectorArgs,
     /// With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an
-    /// array of them, from the executable's symbol table); the others keep glibc's.
-    #[arg(long, value_name = "NAME")]
+    /// array of them, from the executable's symbol table), or those initialized or first locked
+    /// at FILE:LINE (from the executable's DWARF line table); the others keep glibc's.
+    #[arg(long, value_name = "NAME|FILE:LINE")]
     pub(crate) lock_filter: Option<String>,
     /// Locks shown in the short report.
     #[arg(long, default_value_t = 10, value_name = "N")]

@@ -77,9 +77,9 @@ impl View {
                 return;
             }
         };
-        let sym = self
-            .sym
-            .get_or_insert_with(|| Symbolizer::new(&profile, &SymbolizeOptions { enabled: true }));
+        let sym = self.sym.get_or_insert_with(|| {
+            Symbolizer::new(&profile, &SymbolizeOptions { enabled: true, symbols_dir: None })
+        });
         let a = Analysis::with_symbolizer(&profile, sym);
         if self.cmd.is_empty() {
             self.cmd = profile.header.cmdline.join(" ");

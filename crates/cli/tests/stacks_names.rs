@@ -456,3 +456,112 @@ fn holder_stack_keeps_a_tail_calling_holder() {
         format!("a holder stack wait_in_convoy <- waiter: {holders:?}"),
     );
 }
+
+/// `--symbols DIR`: a stripped program's locks named through a folder of debug files, found by
+/// build-id (the `objcopy --only-keep-debug` file at DIR/.build-id/ab/cdef….debug) or by name
+/// (an unstripped copy at DIR/NAME), in `report` and `diff`; a copy of another build (same name,
+/// other build-id) is refused with a note and names nothing; a missing folder is a one-line error.
+#[test]
+fn symbols_dir_names_a_stripped_program_and_refuses_another_build() {
+    let s = Scratch::new("symdir");
+    let exe = s.compile("wrapped");
+    let stripped = s.path("wrapped-s");
+    let st = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&exe)
+        .status()
+        .expect("cannot run strip (binutils; .ci/install.sh installs it)");
+    assert!(st.success());
+    let ran = run_metered(&s, "s.lmp", &[], &stripped, &[]);
+    ran.expect_code(0);
+    let want = wrapped_counts(&ran);
+    let lmp = s.path("s.lmp");
+    let report = |extra: &[&str]| {
+        let mut args = vec!["report", lmp.to_str().unwrap(), "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = lockmeter(&s.dir, &args);
+        assert_eq!(out.code(), 0, "{out}");
+        let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        Profile { path: lmp.clone(), json, context: out.to_string() }
+    };
+    let notes = |p: &Profile| -> Vec<String> {
+        p.json["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str())
+            .map(String::from)
+            .collect()
+    };
+    let expect_named = |p: &Profile, how: &str| {
+        let named = heap_locks(p, "heap lock first used at ");
+        p.eq(format!("heap locks, {how}"), named.len(), 3);
+        for ((name, n), (caller, count)) in named.iter().zip(&want) {
+            let ok = name.starts_with(&format!("heap lock first used at {caller} (wrapped.c:"))
+                && name.ends_with(") via lock_it");
+            p.check(ok, format!("{how}: '{name}' names {caller} through lock_it"));
+            p.eq(format!("{how}: {name}: acquisitions"), *n, *count);
+        }
+    };
+    let expect_unnamed = |p: &Profile, how: &str| {
+        let named = heap_locks(p, "heap lock first used at wrapped-s+0x");
+        p.eq(format!("heap locks named by offset, {how}"), named.len(), 3);
+    };
+
+    let plain = report(&[]);
+    expect_unnamed(&plain, "without --symbols");
+    let note = notes(&plain)
+        .into_iter()
+        .find(|n| n.starts_with("wrapped-s is stripped"))
+        .unwrap_or_else(|| panic!("no stripped note: {:?}", notes(&plain)));
+    plain.check(note.contains("--symbols DIR"), format!("the note points at --symbols: {note}"));
+    let hex = note.split("build-id ").nth(1).and_then(|r| r.split(';').next()).unwrap().to_owned();
+    assert!(hex.len() >= 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{note}");
+
+    // By build-id: the debug file alone.
+    let by_id = s.path("by-id/.build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&by_id).unwrap();
+    let st = std::process::Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&exe)
+        .arg(by_id.join(format!("{}.debug", &hex[2..])))
+        .status()
+        .expect("cannot run objcopy");
+    assert!(st.success());
+    expect_named(&report(&["--symbols", s.path("by-id").to_str().unwrap()]), "by build-id");
+
+    // By name: an unstripped copy of the same build.
+    std::fs::create_dir_all(s.path("by-name")).unwrap();
+    std::fs::copy(&exe, s.path("by-name/wrapped-s")).unwrap();
+    let by_name = s.path("by-name");
+    expect_named(&report(&["--symbols", by_name.to_str().unwrap()]), "by name");
+
+    // Another build under the same name: refused, with a note; the names stay offsets.
+    std::fs::create_dir_all(s.path("other")).unwrap();
+    s.compile_with("wrapped", "other/wrapped-s", &["-O1"]);
+    let other = report(&["--symbols", s.path("other").to_str().unwrap()]);
+    expect_unnamed(&other, "with another build");
+    other.check(
+        notes(&other).iter().any(|n| n.contains("not used for wrapped-s: its build-id")),
+        format!("a note refuses the other build: {:?}", notes(&other)),
+    );
+
+    // diff reads through the same option.
+    let diff = |extra: &[&str]| {
+        let mut args = vec!["diff", lmp.to_str().unwrap(), lmp.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = lockmeter(&s.dir, &args);
+        assert_eq!(out.code(), 0, "{out}");
+        out.stdout
+    };
+    let plain = diff(&[]);
+    assert!(!plain.contains("lock_it"), "diff without --symbols names no function:\n{plain}");
+    let named = diff(&["--symbols", by_name.to_str().unwrap()]);
+    assert!(named.contains("lock_it"), "diff with --symbols names the function:\n{named}");
+
+    let bad = lockmeter(&s.dir, &["report", lmp.to_str().unwrap(), "--symbols", "no-such-dir"]);
+    assert_ne!(bad.code(), 0, "{bad}");
+    assert!(bad.stderr.contains("--symbols no-such-dir: not a folder"), "{bad}");
+    assert_eq!(bad.stderr.trim().lines().count(), 1, "one line: {bad}");
+}

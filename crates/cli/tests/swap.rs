@@ -8,7 +8,9 @@
 //! them), swap_pc.c (producer/consumer on condvars, timed waits and locks, trylocks, fork),
 //! swap_early.c + swap_early_lib.c (a mutex locked through glibc by a library constructor, before
 //! swapping began, stays glibc's; the note counts it), swap_rw.c (`--rwlock qrwlock`: readers
-//! and writers exclude, exact read and write counts, timeouts, a process-shared rwlock kept).
+//! and writers exclude, exact read and write counts, timeouts, a process-shared rwlock kept),
+//! swap_sites.c (`--lock-filter FILE:LINE`: two mutexes at two known lines; the program reads
+//! glibc's owner field to tell which one glibc runs).
 //! `compare` runs swap_counter.c. sysbench's mutex benchmark, unmodified, is exact under every
 //! algorithm (skipped, with the reason printed, when sysbench is missing).
 //! memcached under memcaslap runs under `mcs` and `adaptive` (skipped, with the reason printed,
@@ -24,7 +26,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Every algorithm `--lock` takes besides `pthread`.
-const ALGOS: [&str; 8] = ["tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh"];
+const ALGOS: [&str; 10] =
+    ["tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh", "qspin", "unfair-q"];
 
 fn notes(p: &Profile) -> Vec<String> {
     p.json["notes"]
@@ -136,7 +139,7 @@ fn without_lock_nothing_is_swapped_and_no_note_is_written() {
 #[test]
 fn unknown_algorithm_is_refused_in_one_line() {
     let s = Scratch::new("swap-bad");
-    let ran = lockmeter(&s.dir, &["run", "--lock", "qspin", "--", "true"]);
+    let ran = lockmeter(&s.dir, &["run", "--lock", "unfair", "--", "true"]);
     assert_ne!(ran.code(), 0, "{ran}");
     assert!(ran.stderr.contains("--lock takes one of pthread, tas"), "{ran}");
 }
@@ -358,10 +361,10 @@ fn compare_runs_each_lock_interleaved_and_reads_the_metric() {
     let svg = std::fs::read_to_string(dir.join("compare.svg")).expect("the figure");
     assert!(svg.contains("\nadaptive\n"), "the figure names adaptive");
     // An unknown lock is refused before anything runs, in one line.
-    let bad = lockmeter(&s.dir, &["compare", "--locks", "pthread,qspin", "--", "true"]);
+    let bad = lockmeter(&s.dir, &["compare", "--locks", "pthread,unfair", "--", "true"]);
     assert_eq!(bad.code(), 2, "{bad}");
     assert_eq!(bad.stderr.lines().count(), 1, "{bad}");
-    assert!(bad.stderr.contains("unknown lock 'qspin'"), "{bad}");
+    assert!(bad.stderr.contains("unknown lock 'unfair'"), "{bad}");
 }
 
 #[test]
@@ -418,6 +421,62 @@ fn lock_filter_swaps_only_the_named_object() {
     let bad = run_metered(&s, "y.lmp", &["--lock-filter", "pc_lock"], &exe, &[]);
     assert_eq!(bad.code(), 2, "{bad}");
     assert!(bad.stderr.contains("give --lock ALGO too"), "{bad}");
+}
+
+/// The line of `tests/programs/NAME.c` that holds `marker`.
+fn line_of(name: &str, marker: &str) -> usize {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
+    let text = std::fs::read_to_string(&src).unwrap();
+    1 + text.lines().position(|l| l.contains(marker)).unwrap_or_else(|| panic!("no {marker}"))
+}
+
+#[test]
+fn lock_filter_file_line_swaps_only_the_mutex_of_that_line() {
+    let s = Scratch::new("swap-sites");
+    let exe = s.compile("swap_sites");
+    let (la, lb) = (line_of("swap_sites", "/* SITE_A */"), line_of("swap_sites", "/* SITE_B */"));
+    // Without a filter both are swapped; with one, only the mutex of that line (initialized
+    // there: a; first locked there: b). The program sees which glibc runs (its owner field).
+    let cases = [
+        (None, "a swapped\nb swapped\n"),
+        (Some(format!("swap_sites.c:{la}")), "a swapped\nb glibc\n"),
+        (Some(format!("swap_sites.c:{lb}")), "a glibc\nb swapped\n"),
+    ];
+    for algo in ["tas", "qspin"] {
+        for (filter, want) in &cases {
+            let out = format!(
+                "{algo}-{}.lmp",
+                filter.as_deref().unwrap_or("all").replace(['.', ':'], "_")
+            );
+            let mut opts = vec!["--lock", algo];
+            if let Some(f) = filter {
+                opts.extend(["--lock-filter", f.as_str()]);
+            }
+            let ran = run_metered(&s, &out, &opts, &exe, &[]);
+            ran.expect_code(0);
+            assert!(ran.stdout.starts_with(want), "{algo} {filter:?}: {ran}");
+            assert!(ran.stdout.contains("count_a 40000\ncount_b 40000\n"), "{ran}");
+            let p = Profile::load(&s.path(&out), &ran);
+            let note = if filter.is_some() {
+                format!(
+                    "lock swapping: 1 mutexes ran on {algo}; 1 kept glibc's implementation (1 outside --lock-filter)"
+                )
+            } else {
+                format!("lock swapping: 2 mutexes ran on {algo}; 0 kept glibc's implementation")
+            };
+            p.check(notes(&p).contains(&note), format!("{algo} {filter:?}: note `{note}`"));
+        }
+    }
+    // A line without code, or a file the program was not built from: one-line errors.
+    for bad in ["swap_sites.c:1", "nowhere.c:12"] {
+        let ran = run_metered(&s, "x.lmp", &["--lock", "tas", "--lock-filter", bad], &exe, &[]);
+        assert_eq!(ran.code(), 2, "{ran}");
+        assert!(
+            ran.stderr.contains(&format!("--lock-filter {bad}: no code at that line")),
+            "{ran}"
+        );
+    }
 }
 
 #[test]

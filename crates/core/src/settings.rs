@@ -397,8 +397,10 @@ setting!(
 );
 /// The lock algorithms `--lock` swaps in (`pthread`: none, glibc's own); the lab's
 /// `lockmeter_locks::cabi::ALGOS` are the others (a test there checks the two lists agree).
-pub const SWAP_LOCKS: &[&str] =
-    &["pthread", "tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh"];
+pub const SWAP_LOCKS: &[&str] = &[
+    "pthread", "tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh", "qspin",
+    "unfair-q",
+];
 
 setting!(
     LOCK,
@@ -407,7 +409,7 @@ setting!(
     Value::Choice(SWAP_LOCKS),
     "ALGO",
     "pthread",
-    "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex, adaptive or clh. Other mutex types keep glibc's implementation; the profile's notes count them."
+    "Run the program's default-type pthread mutexes (and their condvars) on this lab algorithm instead of glibc's: pthread (no swap), tas, ttas, ticket, mcs, mcs:park, futex, adaptive, clh, qspin or unfair-q. Other mutex types keep glibc's implementation; the profile's notes count them."
 );
 setting!(
     RWLOCK,
@@ -423,9 +425,9 @@ setting!(
     "LOCKMETER_LOCK_FILTER",
     Cli::Own("--lock-filter"),
     Value::Text,
-    "NAME",
+    "NAME or FILE:LINE",
     "every mutex",
-    "With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an array of them, from the executable's symbol table); the others keep glibc's. `run` passes the collector OFFSET+SIZE (hex, from the executable's load address)."
+    "With --lock: swap only the mutexes inside the program's static object NAME (a mutex or an array of them, from the executable's symbol table), or those initialized or first locked at FILE:LINE (the site the report names them by; FILE by base name, from the executable's DWARF line table: compile it with -g); the others keep glibc's. `run` passes the collector OFFSET+SIZE, or @START-END,... code ranges (hex, from the executable's load address)."
 );
 setting!(
     DISABLE,

@@ -21,6 +21,7 @@
 //!
 //! Not here (yet): `qspin` and `unfair-q` (their nodes live in an arena that allocates).
 
+pub use crate::cabi_queue::{QSpinC, QUEUE_NODES, UnfairC};
 use crate::qnode::PNode;
 use crate::relax::{Backoff, Park, Pause};
 use crate::{Adaptive, FutexMutex, Mcs, QRwLock, Tas, Ticket, Ttas};
@@ -52,10 +53,14 @@ pub enum Algo {
     Adaptive = 7,
     /// CLH queue lock ([`ClhC`]), spinning.
     Clh = 8,
+    /// Linux-style 4-byte queued spinlock ([`QSpinC`]).
+    QSpin = 9,
+    /// Seed 002's unfair queued lock ([`UnfairC`]): waiters may steal.
+    UnfairQ = 10,
 }
 
 /// Every algorithm, in the order help text lists them.
-pub const ALGOS: [Algo; 8] = [
+pub const ALGOS: [Algo; 10] = [
     Algo::Tas,
     Algo::Ttas,
     Algo::Ticket,
@@ -64,6 +69,8 @@ pub const ALGOS: [Algo; 8] = [
     Algo::Futex,
     Algo::Adaptive,
     Algo::Clh,
+    Algo::QSpin,
+    Algo::UnfairQ,
 ];
 
 impl Algo {
@@ -78,6 +85,8 @@ impl Algo {
             Algo::Futex => "futex",
             Algo::Adaptive => "adaptive",
             Algo::Clh => "clh",
+            Algo::QSpin => "qspin",
+            Algo::UnfairQ => "unfair-q",
         }
     }
 
@@ -103,6 +112,8 @@ const _: () = {
     assert!(size_of::<Adaptive>() <= STATE_BYTES && align_of::<Adaptive>() <= 8);
     assert!(size_of::<QRwLock<Pause>>() <= STATE_BYTES && align_of::<QRwLock<Pause>>() <= 8);
     assert!(size_of::<ClhC>() <= STATE_BYTES && align_of::<ClhC>() <= 8);
+    assert!(size_of::<QSpinC>() <= STATE_BYTES && align_of::<QSpinC>() <= 8);
+    assert!(size_of::<UnfairC>() <= STATE_BYTES && align_of::<UnfairC>() <= 8);
 };
 
 /// A CLH queue lock whose empty queue is a null tail, so that all-zero bytes are unlocked and no
@@ -279,6 +290,8 @@ pub unsafe fn lock(algo: Algo, p: *mut u8) {
             Algo::Futex => at::<FutexMutex>(p).lock(),
             Algo::Adaptive => at::<Adaptive>(p).lock(),
             Algo::Clh => at::<ClhC>(p).lock(),
+            Algo::QSpin => at::<QSpinC>(p).lock(),
+            Algo::UnfairQ => at::<UnfairC>(p).lock(),
         }
     }
 }
@@ -318,6 +331,8 @@ pub unsafe fn try_lock(algo: Algo, p: *mut u8) -> bool {
             Algo::Futex => at::<FutexMutex>(p).try_lock(),
             Algo::Adaptive => at::<Adaptive>(p).try_lock(),
             Algo::Clh => at::<ClhC>(p).try_lock(),
+            Algo::QSpin => at::<QSpinC>(p).try_lock(),
+            Algo::UnfairQ => at::<UnfairC>(p).try_lock(),
         }
     }
 }
@@ -339,6 +354,8 @@ pub unsafe fn unlock(algo: Algo, p: *mut u8) {
             Algo::Futex => at::<FutexMutex>(p).unlock(),
             Algo::Adaptive => at::<Adaptive>(p).unlock(),
             Algo::Clh => at::<ClhC>(p).unlock(),
+            Algo::QSpin => at::<QSpinC>(p).unlock(),
+            Algo::UnfairQ => at::<UnfairC>(p).unlock(),
         }
     }
 }
@@ -359,6 +376,8 @@ pub unsafe fn is_locked(algo: Algo, p: *mut u8) -> bool {
             Algo::Futex => at::<FutexMutex>(p).is_locked(),
             Algo::Adaptive => at::<Adaptive>(p).is_locked(),
             Algo::Clh => at::<ClhC>(p).is_locked(),
+            Algo::QSpin => at::<QSpinC>(p).is_locked(),
+            Algo::UnfairQ => at::<UnfairC>(p).is_locked(),
         }
     }
 }
@@ -460,7 +479,7 @@ mod tests {
             assert_eq!(Algo::from_name(a.name().as_bytes()), Some(a));
             assert_eq!(Algo::from_u8(a as u8), Some(a));
         }
-        assert_eq!(Algo::from_name(b"qspin"), None);
+        assert_eq!(Algo::from_name(b"pthread"), None);
         let names: Vec<&str> = ALGOS.iter().map(|a| a.name()).collect();
         assert_eq!(lockmeter_core::settings::SWAP_LOCKS[1..], names[..], "--lock's list");
     }

@@ -65,6 +65,8 @@ mod primitive;
 pub mod adaptive;
 #[cfg(not(loom))]
 pub mod cabi;
+#[cfg(not(loom))]
+mod cabi_queue;
 pub mod clh;
 pub mod futex;
 pub mod mcs;

@@ -858,7 +858,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         d.acquisitions_no_thread + d.acquisitions_table_full + d.acquisitions_registry_full;
     enc.dropped(&d).ok()?;
     let mut note = [0u8; 512];
-    for write in [crate::swap::note, crate::swap::rw_note] {
+    for write in [crate::swap::note, crate::swap_rw::rw_note] {
         let n = write(&mut note);
         if n > 0 {
             enc.note(&note[..n]).ok()?;

@@ -10,6 +10,8 @@ use crate::meter;
 use crate::real;
 use crate::state::{enter, leave};
 use crate::swap;
+use crate::swap_cond;
+use crate::swap_rw;
 use core::ffi::{c_char, c_int};
 use libc::{
     clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t,
@@ -106,7 +108,7 @@ unsafe fn robust_held_by_other(m: *mut pthread_mutex_t, me: u32) -> bool {
 trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: the caller's mutex (the libc contract).
-    if let Some(s) = unsafe { swap::for_lock(m) } {
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
         return swapped_acquire(m, site, s, || s.lock());
     }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
@@ -119,7 +121,7 @@ unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_i
 trampoline!("C" fn pthread_mutex_trylock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_trylock);
 unsafe extern "C" fn imp_mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: the caller's mutex (the libc contract).
-    if let Some(s) = unsafe { swap::for_lock(m) } {
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
         return meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || {
             s.try_lock()
         });
@@ -137,7 +139,7 @@ unsafe extern "C" fn imp_mutex_timedlock(
     site: usize,
 ) -> c_int {
     // SAFETY: the caller's mutex (the libc contract).
-    if let Some(s) = unsafe { swap::for_lock(m) } {
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
         // SAFETY: `t` is the caller's deadline.
         return swapped_acquire(m, site, s, || unsafe { s.timed_lock(libc::CLOCK_REALTIME, t) });
     }
@@ -156,7 +158,7 @@ unsafe extern "C" fn imp_mutex_clocklock(
     site: usize,
 ) -> c_int {
     // SAFETY: the caller's mutex (the libc contract).
-    if let Some(s) = unsafe { swap::for_lock(m) } {
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
         if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
             return libc::EINVAL; // glibc checks the clock first
         }
@@ -193,7 +195,12 @@ unsafe extern "C" fn imp_mutex_init(
 ) -> c_int {
     begin(m as usize, LockKind::Mutex, site);
     // SAFETY: forwarded with the caller's arguments.
-    unsafe { real::mutex_init(m, a) }
+    let r = unsafe { real::mutex_init(m, a) };
+    if r == 0 {
+        // SAFETY: `m` was just initialized.
+        unsafe { swap::at_init(m, site) };
+    }
+    r
 }
 
 /// Interposed `pthread_mutex_destroy`: ends this lock identity.
@@ -262,7 +269,7 @@ macro_rules! rw_blocking {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
             // SAFETY: the caller's rwlock (the libc contract).
-            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+            if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
                 let w = matches!($mode, Mode::Write);
                 return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), || s.lock(w));
             }
@@ -293,7 +300,7 @@ macro_rules! rw_try {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t) -> c_int; x86 "rsi", arm "x1" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, site: usize) -> c_int {
             // SAFETY: the caller's rwlock (the libc contract).
-            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+            if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
                 let w = matches!($mode, Mode::Write);
                 return meter::trylock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w));
             }
@@ -310,7 +317,7 @@ macro_rules! rw_timed {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, t: *const timespec, site: usize) -> c_int {
             // SAFETY: the caller's rwlock (the libc contract).
-            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+            if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
                 let w = matches!($mode, Mode::Write);
                 // SAFETY: `t` is the caller's deadline.
                 let timed = || unsafe { s.timed_lock(w, libc::CLOCK_REALTIME, t) };
@@ -349,7 +356,7 @@ macro_rules! rw_clock {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
             // SAFETY: the caller's rwlock (the libc contract).
-            if let Some(s) = unsafe { swap::rw_for_lock(l) } {
+            if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
                 if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
                     return libc::EINVAL; // glibc checks the clock first
                 }
@@ -393,7 +400,7 @@ rw_clock!(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's rwlock (the libc contract).
-    if let Some(s) = unsafe { swap::rw_existing(l) } {
+    if let Some(s) = unsafe { swap_rw::rw_existing(l) } {
         return meter::unlock_with(l as usize, || s.unlock());
     }
     // SAFETY: forwarded with the caller's arguments.
@@ -419,7 +426,7 @@ unsafe extern "C" fn imp_rwlock_init(
 pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's rwlock (the libc contract); forwarded with the caller's arguments.
     let r = unsafe {
-        match swap::rw_existing(l) {
+        match swap_rw::rw_existing(l) {
             Some(s) => s.destroy(l),
             None => real::rwlock_destroy(l),
         }
@@ -525,7 +532,7 @@ unsafe extern "C-unwind" fn imp_cond_wait(
     // SAFETY: forwarded with the caller's arguments; a swapped mutex waits on the swapped condvar.
     cond_common(m as usize, site, || unsafe {
         match swap::existing(m) {
-            Some(s) => swap::cond_wait(s, c, None, core::ptr::null()),
+            Some(s) => swap_cond::cond_wait(s, c, None, core::ptr::null()),
             None => real::cond_wait(c, m),
         }
     })
@@ -541,7 +548,7 @@ unsafe extern "C-unwind" fn imp_cond_timedwait(
     // SAFETY: as in `imp_cond_wait`.
     cond_common(m as usize, site, || unsafe {
         match swap::existing(m) {
-            Some(s) => swap::cond_wait(s, c, None, t),
+            Some(s) => swap_cond::cond_wait(s, c, None, t),
             None => real::cond_timedwait(c, m, t),
         }
     })
@@ -558,7 +565,7 @@ unsafe extern "C-unwind" fn imp_cond_clockwait(
     // SAFETY: as in `imp_cond_wait`.
     cond_common(m as usize, site, || unsafe {
         match swap::existing(m) {
-            Some(s) => swap::cond_wait(s, c, Some(k), t),
+            Some(s) => swap_cond::cond_wait(s, c, Some(k), t),
             None => real::cond_clockwait(c, m, k, t),
         }
     })
@@ -573,7 +580,7 @@ unsafe extern "C-unwind" fn imp_cond_clockwait(
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: the caller's condvar; forwarded with the caller's arguments.
     unsafe {
-        swap::cond_wake(c, false);
+        swap_cond::cond_wake(c, false);
         real::cond_signal(c)
     }
 }
@@ -586,7 +593,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: as above.
     unsafe {
-        swap::cond_wake(c, true);
+        swap_cond::cond_wake(c, true);
         real::cond_broadcast(c)
     }
 }

@@ -115,7 +115,7 @@ fn init_inner() {
         libc::pthread_atfork(None, None, Some(on_fork_child));
     }
     crate::swap::init(getenv(settings::LOCK.env_c), getenv(settings::LOCK_FILTER.env_c));
-    crate::swap::init_rw(getenv(settings::RWLOCK.env_c));
+    crate::swap_rw::init_rw(getenv(settings::RWLOCK.env_c));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGABRT] {
         install_signal(sig);
     }
@@ -264,6 +264,7 @@ extern "C" fn on_fork_child() {
     crate::longest::reset_for_child();
     crate::control::after_fork();
     crate::swap::reset_for_child();
+    crate::swap_rw::reset_for_child();
     crate::guard::after_fork();
 }
 

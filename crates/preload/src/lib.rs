@@ -44,6 +44,8 @@ mod real;
 mod resident;
 mod state;
 mod swap;
+mod swap_cond;
+mod swap_rw;
 mod sys;
 mod timeline;
 mod unwind;

@@ -16,7 +16,9 @@
 //! The mode word is set by one compare-and-swap, so every thread agrees. A mutex stays native
 //! (glibc's implementation) when its type is not the default one (recursive, error-checking,
 //! robust, priority-inheritance or -protection, process-shared: counted by reason), when it is
-//! outside the `LOCKMETER_LOCK_FILTER` range (`run --lock-filter NAME`), or when
+//! outside the `LOCKMETER_LOCK_FILTER` range (`run --lock-filter NAME`) or was neither
+//! initialized (decided at its init then) nor first locked at its code ranges
+//! (`run --lock-filter FILE:LINE`), or when
 //! glibc's lock word shows it held: it was locked through glibc before swapping began (in
 //! another constructor, say), and the lab algorithm must never unlock a glibc hold. An unlock of
 //! an undecided mutex is glibc's (only glibc can have locked it).
@@ -28,11 +30,13 @@
 //! mutexes are woken too. A condvar used with both swapped and native mutexes over its life is
 //! not supported (glibc's waiters would read our sequence number as signals).
 //!
+//! Condvars are in `swap_cond.rs`, rwlocks (`--rwlock qrwlock`) in `swap_rw.rs`.
+//!
 //! Every function here leaves `errno` as it found it (the lab locks' futex calls may set it).
 
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
-use libc::{clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, timespec};
+use libc::{clockid_t, pthread_mutex_t, timespec};
 use lockmeter_locks::cabi::{self, Algo};
 
 /// The algorithm (`Algo as u8`; 0: swapping off). Set once by the constructor.
@@ -41,9 +45,9 @@ pub(crate) static ALGO: AtomicU8 = AtomicU8::new(0);
 const MODE_OFFSET: usize = 24;
 const KIND_OFFSET: usize = 16;
 /// The mode word of a swapped mutex.
-const SWAPPED: u32 = 0x5357_4150;
+pub(crate) const SWAPPED: u32 = 0x5357_4150;
 /// The mode word of a mutex that keeps glibc's implementation.
-const NATIVE: u32 = 0x4e41_5456;
+pub(crate) const NATIVE: u32 = 0x4e41_5456;
 
 /// Why mutexes were not swapped (the profile's note counts each).
 #[derive(Clone, Copy)]
@@ -73,6 +77,12 @@ static SWAPPED_COUNT: AtomicU64 = AtomicU64::new(0);
 /// `--lock-filter`: the address range of the mutexes to swap (`FILTER_HI` 0: every mutex).
 static FILTER_LO: AtomicUsize = AtomicUsize::new(0);
 static FILTER_HI: AtomicUsize = AtomicUsize::new(0);
+/// `--lock-filter FILE:LINE`: the code ranges (absolute addresses) of the sites whose mutexes
+/// are swapped: those initialized or first locked by a call there (`SITES` 0: no site filter).
+const MAX_SITE_RANGES: usize = 32;
+static SITE_LO: [AtomicUsize; MAX_SITE_RANGES] = [const { AtomicUsize::new(0) }; MAX_SITE_RANGES];
+static SITE_HI: [AtomicUsize; MAX_SITE_RANGES] = [const { AtomicUsize::new(0) }; MAX_SITE_RANGES];
+static SITES: AtomicUsize = AtomicUsize::new(0);
 
 /// Reads `LOCKMETER_LOCK` and `LOCKMETER_LOCK_FILTER` (constructor). An unknown name or a
 /// malformed filter stops the program with a message: running it otherwise would measure
@@ -81,10 +91,12 @@ pub(crate) fn init(raw: Option<&[u8]>, filter: Option<&[u8]>) {
     let Some(name) = raw.filter(|v| !v.is_empty() && *v != b"pthread") else { return };
     let Some(a) = Algo::from_name(name) else {
         crate::sys::fatal(
-            "lockmeter: unknown LOCKMETER_LOCK; use pthread, tas, ttas, ticket, mcs, mcs:park, futex, adaptive or clh\n",
+            "lockmeter: unknown LOCKMETER_LOCK; use pthread, tas, ttas, ticket, mcs, mcs:park, futex, adaptive, clh, qspin or unfair-q\n",
         )
     };
-    if let Some(f) = filter.filter(|f| !f.is_empty()) {
+    if let Some(f) = filter.and_then(|f| f.strip_prefix(b"@")) {
+        init_sites(f);
+    } else if let Some(f) = filter.filter(|f| !f.is_empty()) {
         let parsed = f
             .iter()
             .position(|&c| c == b'+')
@@ -99,6 +111,59 @@ pub(crate) fn init(raw: Option<&[u8]>, filter: Option<&[u8]>) {
         FILTER_HI.store(lo.wrapping_add(size), Relaxed);
     }
     ALGO.store(a as u8, Relaxed);
+}
+
+/// Reads the `START-END,...` code ranges of `--lock-filter FILE:LINE` (hex ELF addresses of the
+/// executable); malformed: stops the program with a message.
+fn init_sites(f: &[u8]) {
+    let base = exe_base();
+    let mut n = 0;
+    for part in f.split(|&c| c == b',') {
+        let range = part
+            .iter()
+            .position(|&c| c == b'-')
+            .and_then(|i| Some((parse_hex(part.get(..i)?)?, parse_hex(part.get(i + 1..)?)?)));
+        match (range.filter(|&(lo, hi)| lo < hi), SITE_LO.get(n), SITE_HI.get(n)) {
+            (Some((lo, hi)), Some(l), Some(h)) => {
+                l.store(base.wrapping_add(lo), Relaxed);
+                h.store(base.wrapping_add(hi), Relaxed);
+                n += 1;
+            }
+            _ => crate::sys::fatal(
+                "lockmeter: LOCKMETER_LOCK_FILTER=@START-END,... takes at most 32 hex code ranges (lockmeter run --lock-filter FILE:LINE computes them)\n",
+            ),
+        }
+    }
+    SITES.store(n, Relaxed);
+}
+
+/// Whether the call that returns to `site` is inside a `--lock-filter FILE:LINE` code range.
+fn site_matches(site: usize) -> bool {
+    let at = site.wrapping_sub(1); // inside the call instruction
+    let n = SITES.load(Relaxed).min(MAX_SITE_RANGES);
+    SITE_LO
+        .iter()
+        .zip(&SITE_HI)
+        .take(n)
+        .any(|(lo, hi)| (lo.load(Relaxed)..hi.load(Relaxed)).contains(&at))
+}
+
+/// `pthread_mutex_init` of `m` returned 0 at `site`: with `--lock-filter FILE:LINE`, a mutex
+/// initialized at that line is decided now (swapped unless its type keeps it glibc's), so that
+/// its first lock elsewhere does not filter it out.
+///
+/// # Safety
+/// `m` points at a mutex that `pthread_mutex_init` has just initialized.
+pub(crate) unsafe fn at_init(m: *mut pthread_mutex_t, site: usize) {
+    if algo().is_none() || SITES.load(Relaxed) == 0 || !site_matches(site) {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let w = unsafe { mode(m) };
+    if w.load(Acquire) == 0 {
+        // SAFETY: as above.
+        unsafe { decide(m, w, site) };
+    }
 }
 
 /// A hexadecimal number (no prefix).
@@ -152,19 +217,19 @@ pub(crate) struct Swapped {
 }
 
 /// The swapped lock of `m` if `m` is swapped, deciding now when it is undecided (for the lock
-/// calls).
+/// calls, whose return address is `site`).
 ///
 /// # Safety
 /// `m` points at an initialized `pthread_mutex_t`.
 #[inline(always)]
-pub(crate) unsafe fn for_lock(m: *mut pthread_mutex_t) -> Option<Swapped> {
+pub(crate) unsafe fn for_lock(m: *mut pthread_mutex_t, site: usize) -> Option<Swapped> {
     let algo = algo()?;
     // SAFETY: the caller's contract.
     let w = unsafe { mode(m) };
     let v = match w.load(Acquire) {
         0 => {
             // SAFETY: as above.
-            unsafe { decide(m, w) }
+            unsafe { decide(m, w, site) }
         }
         v => v,
     };
@@ -184,13 +249,14 @@ pub(crate) unsafe fn existing(m: *mut pthread_mutex_t) -> Option<Swapped> {
     (v == SWAPPED).then_some(Swapped { algo, state: m as *mut u8 })
 }
 
-/// Decides the mode of undecided mutex `m` (one CAS; the loser takes the winner's decision).
+/// Decides the mode of undecided mutex `m`, initialized or locked by the call that returns to
+/// `site` (one CAS; the loser takes the winner's decision).
 ///
 /// # Safety
 /// `m` points at an initialized `pthread_mutex_t`; `w` is its mode word.
 #[cold]
 #[inline(never)]
-unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32) -> u32 {
+unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32, site: usize) -> u32 {
     // SAFETY: __kind is the int at offset 16; __lock the int at offset 0 (a racy read: the CAS
     // below is the decision, this only chooses what to propose).
     let (kind, word) = unsafe {
@@ -200,7 +266,9 @@ unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32) -> u32 {
         )
     };
     let (lo, hi) = (FILTER_LO.load(Relaxed), FILTER_HI.load(Relaxed));
-    let reason = if hi != 0 && !(lo..hi).contains(&(m as usize)) {
+    let reason = if (hi != 0 && !(lo..hi).contains(&(m as usize)))
+        || (SITES.load(Relaxed) != 0 && !site_matches(site))
+    {
         Some(Reason::Filtered)
     } else if kind & 16 != 0 {
         Some(Reason::Robust)
@@ -232,7 +300,7 @@ unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32) -> u32 {
 
 /// Runs `f` and puts `errno` back as it was.
 #[inline(always)]
-fn keep_errno<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn keep_errno<T>(f: impl FnOnce() -> T) -> T {
     let e = crate::sys::errno();
     let r = f();
     crate::sys::set_errno(e);
@@ -304,7 +372,11 @@ impl Swapped {
 ///
 /// # Safety
 /// `t` points at a readable `timespec` (the caller's argument, which glibc reads too).
-unsafe fn poll_until(clock: clockid_t, t: *const timespec, try_: impl Fn() -> bool) -> c_int {
+pub(crate) unsafe fn poll_until(
+    clock: clockid_t,
+    t: *const timespec,
+    try_: impl Fn() -> bool,
+) -> c_int {
     if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
         return libc::EINVAL;
     }
@@ -342,279 +414,6 @@ unsafe fn poll_until(clock: clockid_t, t: *const timespec, try_: impl Fn() -> bo
     })
 }
 
-// ---- rwlocks (`--rwlock qrwlock`) ----
-//
-// glibc's `pthread_rwlock_t` (56 bytes): the mode word at offset 40 (`__pad2`, never written by
-// glibc but by init's memset), the lab lock's state at 0..16 once swapped (`__readers`,
-// `__writers` and the two futex words, which glibc no longer touches then). Process-shared
-// rwlocks (`__shared`, offset 28) and rwlocks glibc holds when first seen (readers or the
-// write-locked bit in `__readers`, or `__cur_writer` at 24) stay glibc's.
-
-/// Whether rwlocks are swapped (`LOCKMETER_RWLOCK=qrwlock`).
-pub(crate) static RW_ON: AtomicU8 = AtomicU8::new(0);
-const RW_MODE_OFFSET: usize = 40;
-static RW_SWAPPED_COUNT: AtomicU64 = AtomicU64::new(0);
-/// Not swapped: process-shared, held through glibc when first seen.
-static RW_NOT_SWAPPED: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
-
-/// Reads `LOCKMETER_RWLOCK` (constructor); an unknown value stops the program with a message.
-pub(crate) fn init_rw(raw: Option<&[u8]>) {
-    match raw {
-        None | Some(b"") | Some(b"pthread") => {}
-        Some(b"qrwlock") => RW_ON.store(1, Relaxed),
-        Some(_) => {
-            crate::sys::fatal("lockmeter: unknown LOCKMETER_RWLOCK; use pthread or qrwlock\n")
-        }
-    }
-}
-
-/// A swapped rwlock.
-#[derive(Clone, Copy)]
-pub(crate) struct SwappedRw {
-    state: *mut u8,
-}
-
-/// The mode word of rwlock `l`.
-///
-/// # Safety
-/// `l` points at a `pthread_rwlock_t`.
-#[inline(always)]
-unsafe fn rw_mode(l: *mut pthread_rwlock_t) -> &'static AtomicU32 {
-    // SAFETY: offset 40 is inside the 56-byte, 8-aligned rwlock.
-    unsafe { &*((l as *mut u8).add(RW_MODE_OFFSET) as *const AtomicU32) }
-}
-
-/// The swapped lock of `l`, deciding now when undecided (for the lock calls).
-///
-/// # Safety
-/// `l` points at an initialized `pthread_rwlock_t`.
-#[inline(always)]
-pub(crate) unsafe fn rw_for_lock(l: *mut pthread_rwlock_t) -> Option<SwappedRw> {
-    if RW_ON.load(Relaxed) == 0 {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    let w = unsafe { rw_mode(l) };
-    let v = match w.load(Acquire) {
-        // SAFETY: as above.
-        0 => unsafe { rw_decide(l, w) },
-        v => v,
-    };
-    (v == SWAPPED).then_some(SwappedRw { state: l as *mut u8 })
-}
-
-/// The swapped lock of `l` if it was swapped (unlock, destroy).
-///
-/// # Safety
-/// `l` points at a `pthread_rwlock_t`.
-#[inline(always)]
-pub(crate) unsafe fn rw_existing(l: *mut pthread_rwlock_t) -> Option<SwappedRw> {
-    if RW_ON.load(Relaxed) == 0 {
-        return None;
-    }
-    // SAFETY: the caller's contract.
-    let v = unsafe { rw_mode(l) }.load(Acquire);
-    (v == SWAPPED).then_some(SwappedRw { state: l as *mut u8 })
-}
-
-/// Decides the mode of undecided rwlock `l` (one CAS, as for mutexes).
-///
-/// # Safety
-/// `l` points at an initialized `pthread_rwlock_t`; `w` is its mode word.
-#[cold]
-#[inline(never)]
-unsafe fn rw_decide(l: *mut pthread_rwlock_t, w: &AtomicU32) -> u32 {
-    let b = l as *const u8;
-    // SAFETY: `__readers` (u32 at 0), `__cur_writer` (int at 24), `__shared` (int at 28); racy
-    // reads that only choose what the CAS proposes.
-    let (readers, writer, shared) = unsafe {
-        (
-            core::ptr::read_volatile(b as *const u32),
-            core::ptr::read_volatile(b.add(24) as *const c_int),
-            core::ptr::read_volatile(b.add(28) as *const c_int),
-        )
-    };
-    let reason = if shared != 0 {
-        Some(0)
-    } else if readers >> 3 != 0 || readers & 1 != 0 || writer != 0 {
-        Some(1)
-    } else {
-        None
-    };
-    let want = if reason.is_some() { NATIVE } else { SWAPPED };
-    match w.compare_exchange(0, want, AcqRel, Acquire) {
-        Ok(_) => {
-            match reason {
-                Some(r) => RW_NOT_SWAPPED[r].fetch_add(1, Relaxed),
-                None => RW_SWAPPED_COUNT.fetch_add(1, Relaxed),
-            };
-            want
-        }
-        Err(v) => v,
-    }
-}
-
-impl SwappedRw {
-    /// `pthread_rwlock_rdlock` / `wrlock`.
-    #[inline(always)]
-    pub(crate) fn lock(self, write: bool) -> c_int {
-        // SAFETY: a swapped rwlock's state.
-        keep_errno(|| unsafe { cabi::rw::lock(self.state, write) });
-        0
-    }
-
-    /// `pthread_rwlock_tryrdlock` / `trywrlock`: 0 or EBUSY.
-    #[inline(always)]
-    pub(crate) fn try_lock(self, write: bool) -> c_int {
-        // SAFETY: as in `lock`.
-        if unsafe { cabi::rw::try_lock(self.state, write) } { 0 } else { libc::EBUSY }
-    }
-
-    /// `pthread_rwlock_unlock`.
-    #[inline(always)]
-    pub(crate) fn unlock(self) -> c_int {
-        // SAFETY: as in `lock`; the caller holds it (else the program's error).
-        keep_errno(|| unsafe { cabi::rw::unlock(self.state) });
-        0
-    }
-
-    /// The timed and clock variants.
-    ///
-    /// # Safety
-    /// `t` points at a readable `timespec`.
-    pub(crate) unsafe fn timed_lock(
-        self,
-        write: bool,
-        clock: clockid_t,
-        t: *const timespec,
-    ) -> c_int {
-        // SAFETY: the caller's contract.
-        unsafe { poll_until(clock, t, || self.try_lock(write) == 0) }
-    }
-
-    /// `pthread_rwlock_destroy`: clears the state, then glibc's destroy (a no-op).
-    ///
-    /// # Safety
-    /// `l` is the rwlock of this state, which nobody uses during the destroy.
-    pub(crate) unsafe fn destroy(self, l: *mut pthread_rwlock_t) -> c_int {
-        // SAFETY: the caller's contract.
-        unsafe {
-            core::ptr::write_bytes(self.state, 0, cabi::STATE_BYTES);
-            crate::real::rwlock_destroy(l)
-        }
-    }
-}
-
-// ---- condvars ----
-
-const SEQ_OFFSET: usize = 40;
-const WAITERS_OFFSET: usize = 44;
-const WREFS_OFFSET: usize = 36;
-
-/// The condvar's words: sequence number, waiters, and glibc's `__wrefs` (bit 0: process-shared,
-/// bit 1: monotonic clock).
-///
-/// # Safety
-/// `c` points at a `pthread_cond_t`.
-unsafe fn cond_words(c: *mut pthread_cond_t) -> (&'static AtomicU32, &'static AtomicU32, u32) {
-    let b = c as *mut u8;
-    // SAFETY: offsets 36, 40, 44 are 4-aligned u32 fields inside the 48-byte condvar.
-    unsafe {
-        (
-            &*(b.add(SEQ_OFFSET) as *const AtomicU32),
-            &*(b.add(WAITERS_OFFSET) as *const AtomicU32),
-            (*(b.add(WREFS_OFFSET) as *const AtomicU32)).load(Relaxed),
-        )
-    }
-}
-
-/// A condvar wait on swapped mutex `m` (held by the caller): read the sequence number, count
-/// ourselves as a waiter, unlock, sleep while the number is unchanged (until the absolute
-/// deadline `t` on `clock` if given), relock. Returns 0, or ETIMEDOUT (the mutex relocked), or
-/// EINVAL for a bad deadline (the mutex still held).
-///
-/// # Safety
-/// `c` points at a condvar; `t` is null or points at a readable `timespec`.
-pub(crate) unsafe fn cond_wait(
-    s: Swapped,
-    c: *mut pthread_cond_t,
-    clock: Option<clockid_t>,
-    t: *const timespec,
-) -> c_int {
-    // SAFETY: the caller's contract.
-    let (seq, waiters, wrefs) = unsafe { cond_words(c) };
-    let clock = if t.is_null() {
-        None
-    } else {
-        Some(clock.unwrap_or(if wrefs & 2 != 0 {
-            libc::CLOCK_MONOTONIC
-        } else {
-            libc::CLOCK_REALTIME
-        }))
-    };
-    if let Some(k) = clock {
-        // SAFETY: the caller's contract.
-        let ns = unsafe { (*t).tv_nsec };
-        if (k != libc::CLOCK_REALTIME && k != libc::CLOCK_MONOTONIC)
-            || !(0..1_000_000_000).contains(&ns)
-        {
-            return libc::EINVAL;
-        }
-    }
-    keep_errno(|| {
-        let v = seq.load(Acquire);
-        waiters.fetch_add(1, SeqCst);
-        s.unlock();
-        let mut op = libc::FUTEX_WAIT_BITSET;
-        if wrefs & 1 == 0 {
-            op |= libc::FUTEX_PRIVATE_FLAG;
-        }
-        if clock == Some(libc::CLOCK_REALTIME) {
-            op |= libc::FUTEX_CLOCK_REALTIME;
-        }
-        let tp = if clock.is_some() { t } else { core::ptr::null() };
-        let mut timed_out = false;
-        // One sleep: a change of the number (a signal), a spurious wake-up or an interruption
-        // all end the wait (POSIX allows spurious wake-ups).
-        // SAFETY: `seq` is a live u32; `tp` is null or the caller's absolute deadline.
-        let r = unsafe {
-            libc::syscall(libc::SYS_futex, seq.as_ptr(), op, v, tp, core::ptr::null::<u32>(), !0u32)
-        };
-        if r == -1 && crate::sys::errno() == libc::ETIMEDOUT {
-            timed_out = true;
-        }
-        waiters.fetch_sub(1, SeqCst);
-        s.lock();
-        if timed_out { libc::ETIMEDOUT } else { 0 }
-    })
-}
-
-/// Our half of `pthread_cond_signal` / `broadcast` (the caller runs glibc's too): bumps the
-/// sequence number and wakes one or all sleepers, when any swapped waiter is counted.
-///
-/// # Safety
-/// `c` points at a condvar.
-pub(crate) unsafe fn cond_wake(c: *mut pthread_cond_t, all: bool) {
-    if ALGO.load(Relaxed) == 0 {
-        return;
-    }
-    // SAFETY: the caller's contract.
-    let (seq, waiters, wrefs) = unsafe { cond_words(c) };
-    if waiters.load(SeqCst) == 0 {
-        return;
-    }
-    keep_errno(|| {
-        seq.fetch_add(1, SeqCst);
-        let mut op = libc::FUTEX_WAKE;
-        if wrefs & 1 == 0 {
-            op |= libc::FUTEX_PRIVATE_FLAG;
-        }
-        let n: c_int = if all { c_int::MAX } else { 1 };
-        // SAFETY: FUTEX_WAKE only uses the address as a key.
-        unsafe { libc::syscall(libc::SYS_futex, seq.as_ptr(), op, n) };
-    });
-}
-
 // ---- the profile's note ----
 
 /// Writes the note about swapping into `buf` ("lock swapping: ..."); returns its length (0 when
@@ -648,35 +447,14 @@ pub(crate) fn note(buf: &mut [u8]) -> usize {
     w.len
 }
 
-/// Writes the note about rwlock swapping into `buf`; returns its length (0 when it was off).
-pub(crate) fn rw_note(buf: &mut [u8]) -> usize {
-    if RW_ON.load(Relaxed) == 0 {
-        return 0;
-    }
-    let mut w = Writer { buf, len: 0 };
-    w.put(b"rwlock swapping: ");
-    w.num(RW_SWAPPED_COUNT.load(Relaxed));
-    w.put(b" rwlocks ran on qrwlock; ");
-    let (a, b) = (RW_NOT_SWAPPED[0].load(Relaxed), RW_NOT_SWAPPED[1].load(Relaxed));
-    w.num(a + b);
-    w.put(b" kept glibc's implementation");
-    if a + b > 0 {
-        w.put(b" (");
-        w.num(a);
-        w.put(b" process-shared, ");
-        w.num(b);
-        w.put(b" held through glibc when first seen)");
-    }
-    w.len
-}
-
-struct Writer<'a> {
-    buf: &'a mut [u8],
-    len: usize,
+/// Writes into a fixed buffer, dropping what does not fit (no allocation).
+pub(crate) struct Writer<'a> {
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) len: usize,
 }
 
 impl Writer<'_> {
-    fn put(&mut self, b: &[u8]) {
+    pub(crate) fn put(&mut self, b: &[u8]) {
         for &c in b {
             if let Some(slot) = self.buf.get_mut(self.len) {
                 *slot = c;
@@ -684,7 +462,7 @@ impl Writer<'_> {
             }
         }
     }
-    fn num(&mut self, mut n: u64) {
+    pub(crate) fn num(&mut self, mut n: u64) {
         let mut d = [0u8; 20];
         let mut i = d.len();
         loop {
@@ -704,10 +482,6 @@ impl Writer<'_> {
 /// memory) and counts only the decisions it makes itself; the parent's profile has the others.
 pub(crate) fn reset_for_child() {
     SWAPPED_COUNT.store(0, Relaxed);
-    RW_SWAPPED_COUNT.store(0, Relaxed);
-    for c in RW_NOT_SWAPPED.iter() {
-        c.store(0, Relaxed);
-    }
     for c in NOT_SWAPPED.iter() {
         c.store(0, Relaxed);
     }

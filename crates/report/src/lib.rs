@@ -37,7 +37,7 @@
 //!     records: vec![Record { thread: 1, lock: 1, site: 0x1234, mode: Mode::Exclusive, stats }],
 //!     ..Profile::default()
 //! };
-//! let analysis = Analysis::new(&profile, &SymbolizeOptions { enabled: false });
+//! let analysis = Analysis::new(&profile, &SymbolizeOptions { enabled: false, symbols_dir: None });
 //! assert_eq!(analysis.locks[0].agg.stats.acquisitions, 1000);
 //!
 //! let mut out = Vec::new();
@@ -87,6 +87,7 @@ pub use json::{SCHEMA_VERSION, json};
 pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
+    code_at_line,
 };
 pub use text::{DETAIL_LOCKS, SITES_PER_LOCK, SUMMARY_PAIRS, headline, printable, summary, text};
 

@@ -141,7 +141,7 @@ fn run(name: &str, frame_pointers: bool, debug: Debug) -> Option<Analysis> {
         let mut sym = ElfSymbolizer::with_debug_dirs(&profile.maps, vec![debug_root]);
         Analysis::with_symbolizer(&profile, &mut sym)
     } else {
-        Analysis::new(&profile, &SymbolizeOptions { enabled: true })
+        Analysis::new(&profile, &SymbolizeOptions { enabled: true, symbols_dir: None })
     };
     let _ = std::fs::remove_dir_all(&dir);
     Some(a)

@@ -75,7 +75,8 @@ fn sites_merge_by_symbolized_name_across_threads() {
     assert_eq!(queue.sites[1].agg.stats.acquisitions, 51_000);
     assert_eq!(queue.sites[1].address, SITE_POP);
     // Without symbols every address is its own site and locks have no name.
-    let raw = Analysis::new(&sample_profile(), &SymbolizeOptions { enabled: false });
+    let raw =
+        Analysis::new(&sample_profile(), &SymbolizeOptions { enabled: false, symbols_dir: None });
     let q = raw.locks.iter().find(|l| l.id == 1).unwrap();
     assert_eq!(q.name, None);
     assert_eq!(q.sites.len(), 3);
@@ -89,7 +90,7 @@ fn sites_merge_by_symbolized_name_across_threads() {
 fn records_for_unknown_locks_and_threads_still_count() {
     let mut p = sample_profile();
     p.records.push(rec(9, 77, 0, Mode::Exclusive, stats(5, 1, 10, 10, 0, 0)));
-    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false, symbols_dir: None });
     assert_eq!(a.totals.agg.stats.acquisitions, 524_115);
     assert!(a.locks.iter().any(|l| l.id == 77 && l.agg.stats.acquisitions == 5));
     assert!(a.threads.iter().any(|t| t.index == 9 && t.tid == 0));
@@ -264,7 +265,7 @@ fn json_states_drops_and_timing_modes() {
         Dropped { acquisitions: 1234, locks: 5, threads: 1, holds: 7, ..Dropped::default() };
     p.header.hold_timing = HoldTiming::Sampled(16);
     p.header.end_reason = EndReason::Signal(15);
-    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false, symbols_dir: None });
     let v = json_of(&a, ReportOptions::default());
     assert_eq!(v["totals"]["dropped"], 1234);
     assert_eq!(v["dropped"]["locks"], 5);
@@ -317,7 +318,7 @@ fn csv_parses_with_json_field_names() {
 fn csv_quotes_awkward_names() {
     let mut p = sample_profile();
     p.locks[0].name = Some("a, \"b\"".into());
-    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false, symbols_dir: None });
     let (head, rows) = csv_rows(&a, By::Lock, None);
     let n = head.iter().position(|h| h == "name").unwrap();
     assert_eq!(rows[0][n], "a, \"b\"");
@@ -351,7 +352,7 @@ fn text_warns_loudly_about_drops() {
     // A profile that does not tell the causes apart (an older file).
     p.dropped = Dropped { acquisitions: 1234, locks: 5, ..Dropped::default() };
     p.header.hold_timing = HoldTiming::Off;
-    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false, symbols_dir: None });
     let s = text_of(&a, ReportOptions::default());
     assert!(
         s.contains(
@@ -362,7 +363,7 @@ fn text_warns_loudly_about_drops() {
     // The same with threads refused: the thread pool may be the cause too.
     let mut o = sample_profile();
     o.dropped = Dropped { acquisitions: 1234, locks: 5, threads: 3, ..Dropped::default() };
-    let oa = Analysis::new(&o, &SymbolizeOptions { enabled: false });
+    let oa = Analysis::new(&o, &SymbolizeOptions { enabled: false, symbols_dir: None });
     let os = text_of(&oa, ReportOptions::default());
     assert!(
         os.contains(
@@ -381,7 +382,7 @@ fn text_warns_loudly_about_drops() {
         acquisitions_registry_full: 34,
         ..Dropped::default()
     };
-    let qa = Analysis::new(&q, &SymbolizeOptions { enabled: false });
+    let qa = Analysis::new(&q, &SymbolizeOptions { enabled: false, symbols_dir: None });
     let qs = text_of(&qa, ReportOptions::default());
     assert!(
         qs.contains(
@@ -471,7 +472,7 @@ fn render_dispatches_on_format() {
 fn text_notes_clock_drift() {
     let mut p = sample_profile();
     p.header.clock = ClockInfo { source: 1, hz: 1_000_000_000, hz_run: 1_500_000_000 };
-    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let a = Analysis::new(&p, &SymbolizeOptions { enabled: false, symbols_dir: None });
     let s = text_of(&a, ReportOptions::default());
     assert!(s.contains("note: the clock ran at 1.500 GHz over the run but ticks were converted at 1.000 GHz: times are off by a factor of ~1.50"), "{s}");
 }
@@ -482,7 +483,7 @@ fn the_collectors_notes_reach_text_and_json() {
     let note = "Go program /srv/app: its sync.Mutex waits were not traced (no symbol table)";
     p.notes.push(note.into());
     let back = lockmeter_format::read_profile(&lockmeter_format::to_bytes(&p).unwrap()).unwrap();
-    let a = Analysis::new(&back, &SymbolizeOptions { enabled: false });
+    let a = Analysis::new(&back, &SymbolizeOptions { enabled: false, symbols_dir: None });
     assert_eq!(a.notes, vec![note.to_owned()]);
     let s = text_of(&a, ReportOptions::default());
     assert!(s.contains(&format!("note: {note}")), "{s}");

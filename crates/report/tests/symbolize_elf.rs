@@ -185,12 +185,12 @@ fn check_full_symbols(name: &str, flags: &[&str]) {
             .collect(),
         ..Profile::default()
     };
-    let an = Analysis::new(&p, &SymbolizeOptions { enabled: true });
+    let an = Analysis::new(&p, &SymbolizeOptions { enabled: true, symbols_dir: None });
     assert_eq!(an.locks[0].name.as_deref(), Some("my_lock"));
     assert_eq!(an.locks[1].name.as_deref(), Some(locks1.as_str()));
     assert_eq!(an.locks[2].name, None);
     assert_eq!(an.locks[0].sites[0].function, format!("hot_path+{off:#x}"));
-    let off_an = Analysis::new(&p, &SymbolizeOptions { enabled: false });
+    let off_an = Analysis::new(&p, &SymbolizeOptions { enabled: false, symbols_dir: None });
     assert_eq!(off_an.locks[0].name, None);
     assert_eq!(off_an.locks[0].sites[0].function, format!("{:#x}", a["site"]));
 }
@@ -299,7 +299,7 @@ fn open_reads_the_profile_and_chooses_the_symbolizer_of_every_view() {
         std::fs::write(&path, lockmeter_format::to_bytes(p).unwrap()).unwrap();
         path
     };
-    let on = SymbolizeOptions { enabled: true };
+    let on = SymbolizeOptions { enabled: true, symbols_dir: None };
 
     // The run started after the program was built: names, no notes.
     let fresh = write("open-fresh.lmp", &profile(mtime_ns + 1_000_000_000));
@@ -324,7 +324,8 @@ fn open_reads_the_profile_and_chooses_the_symbolizer_of_every_view() {
     assert_eq!(Analysis::new(&p, &on).notes, a.notes);
 
     // --no-symbols: nothing is read, nothing to note.
-    let (p, mut sym) = open(&stale, &SymbolizeOptions { enabled: false }).unwrap();
+    let (p, mut sym) =
+        open(&stale, &SymbolizeOptions { enabled: false, symbols_dir: None }).unwrap();
     assert!(matches!(sym, Symbolizer::Off));
     let a = Analysis::with_symbolizer(&p, &mut sym);
     assert_eq!(a.locks[0].name, None);

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use lockmeter_format::model::MapEntry;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
+use super::symbols_dir::{self, separate_debug_file};
 use super::{Frame, InlinedFrame, Symbolize, demangle};
 
 /// One symbol: start (ELF virtual address), size, raw name.
@@ -78,50 +79,6 @@ pub fn default_debug_dirs() -> Vec<PathBuf> {
     v
 }
 
-/// The contents of `path` when it is an object file with DWARF and (when `build_id` is given and
-/// the file has one) the same build-id.
-fn usable_debug_file(path: &Path, build_id: Option<&[u8]>) -> Option<Vec<u8>> {
-    let bytes = std::fs::read(path).ok()?;
-    let file = object::File::parse(&*bytes).ok()?;
-    let dwarf = file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0);
-    let same = match (build_id, file.build_id().ok().flatten()) {
-        (Some(want), Some(got)) => want == got,
-        _ => true,
-    };
-    drop(file);
-    (dwarf && same).then_some(bytes)
-}
-
-/// A separate debug file for the module at `path`: by build-id
-/// (`<dir>/.build-id/xx/yyyy.debug`), else by `.gnu_debuglink` (next to the module, in its
-/// `.debug/` folder, under `<dir>/<module's folder>/`), for each global debug folder `<dir>`.
-/// Returns its path and contents.
-fn separate_debug_file(
-    dirs: &[PathBuf],
-    path: &Path,
-    build_id: Option<&[u8]>,
-    debuglink: Option<&str>,
-) -> Option<(PathBuf, Vec<u8>)> {
-    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        for d in dirs {
-            let p = d.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
-            if let Some(bytes) = usable_debug_file(&p, Some(id)) {
-                return Some((p, bytes));
-            }
-        }
-    }
-    let link = debuglink?;
-    let dir = path.parent()?;
-    let mut candidates = vec![dir.join(link), dir.join(".debug").join(link)];
-    let rel = dir.strip_prefix("/").unwrap_or(dir);
-    candidates.extend(dirs.iter().map(|d| d.join(rel).join(link)));
-    candidates
-        .into_iter()
-        .filter(|c| c != path)
-        .find_map(|c| usable_debug_file(&c, build_id).map(|b| (c, b)))
-}
-
 /// Functions and data objects of `file`, from `.symtab` (or `.dynsym` when `dynamic`), sorted by
 /// address. `None` when the table has no usable symbol.
 fn symbols(file: &object::File<'_>, dynamic: bool) -> Option<(Vec<Sym>, Vec<Sym>)> {
@@ -165,7 +122,17 @@ impl ElfInfo {
     /// Parses the module at `path` (contents `bytes`), finding its debug information: its own
     /// DWARF, else a separate debug file, whose `.symtab` also replaces a stripped module's
     /// `.dynsym`.
-    fn parse(path: &Path, bytes: &[u8], debug_dirs: &[PathBuf]) -> Option<ElfInfo> {
+    ///
+    /// With `symbols_in` (`--symbols DIR` and the module's base name), a matching file in `DIR`
+    /// comes first, for the symbol table or the DWARF the module lacks; the candidates it
+    /// refuses are added to `notes`.
+    fn parse(
+        path: &Path,
+        bytes: &[u8],
+        debug_dirs: &[PathBuf],
+        symbols_in: Option<(&Path, &str)>,
+        notes: &mut Vec<String>,
+    ) -> Option<ElfInfo> {
         let file = object::File::parse(bytes).ok()?;
         if file.format() != object::BinaryFormat::Elf {
             return None;
@@ -189,8 +156,28 @@ impl ElfInfo {
             .flatten()
             .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
         let mut stripped = !has_symtab;
+        let mut dir_dwarf = None;
+        if let Some((dir, name)) = symbols_in.filter(|_| !has_symtab || !has_dwarf) {
+            let found = symbols_dir::find(dir, name, build_id.as_deref());
+            notes.extend(found.refused);
+            if let Some((p, b)) = found.file {
+                let f = object::File::parse(&*b).ok();
+                if !has_symtab {
+                    if let Some((t, d)) = f.as_ref().and_then(|f| symbols(f, false)) {
+                        (text, data) = (t, d);
+                        stripped = false;
+                    }
+                }
+                if f.is_some_and(|f| f.section_by_name(".debug_info").is_some_and(|s| s.size() > 0))
+                {
+                    dir_dwarf = Some(p);
+                }
+            }
+        }
         let debug_path = if has_dwarf {
             Some(path.to_path_buf())
+        } else if dir_dwarf.is_some() {
+            dir_dwarf
         } else {
             separate_debug_file(debug_dirs, path, build_id.as_deref(), debuglink.as_deref()).map(
                 |(p, bytes)| {
@@ -276,6 +263,10 @@ pub struct ElfSymbolizer {
     not_after_ns: u64,
     /// Base names of the modules refused for that reason.
     refused: Vec<String>,
+    /// `--symbols DIR`: looked in first for a module's symbols and debug information.
+    symbols_dir: Option<PathBuf>,
+    /// Files of `symbols_dir` refused (another build), one sentence each.
+    symbols_refused: Vec<String>,
 }
 
 /// Whether the file at `path` was modified after `unix_ns` (ns since the Unix epoch).
@@ -329,6 +320,8 @@ impl ElfSymbolizer {
             debug_dirs: default_debug_dirs(),
             not_after_ns: 0,
             refused: Vec::new(),
+            symbols_dir: None,
+            symbols_refused: Vec::new(),
         }
     }
 
@@ -337,6 +330,14 @@ impl ElfSymbolizer {
     /// Such modules are shown as `module+0xOFF`, and [`ElfSymbolizer::changed_since`] lists them.
     pub fn refuse_files_changed_after(mut self, unix_ns: u64) -> Self {
         self.not_after_ns = unix_ns;
+        self
+    }
+
+    /// Looks for each module's symbols and debug information in `dir` first (`--symbols DIR`):
+    /// by build-id (`DIR/.build-id/ab/cdef….debug`), then by name (`DIR/NAME`,
+    /// `DIR/NAME.debug`); a file whose build-id is not the module's is refused with a note.
+    pub fn with_symbols_dir(mut self, dir: PathBuf) -> Self {
+        self.symbols_dir = Some(dir);
         self
     }
 
@@ -380,10 +381,11 @@ impl ElfSymbolizer {
                     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
                     format!(
                         "build-id {hex}; to name them, put its debug file at \
-                         DIR/.build-id/{}/{}.debug and run the report again with \
-                         LOCKMETER_DEBUG_DIRS=DIR",
+                         DIR/.build-id/{}/{}.debug (or an unstripped copy at DIR/{}) and \
+                         run the report again with --symbols DIR",
                         &hex[..2],
-                        &hex[2..]
+                        &hex[2..],
+                        m.name
                     )
                 }
                 None => "it has no build-id; to name them, rebuild it with symbols".to_owned(),
@@ -402,7 +404,10 @@ impl ElfSymbolizer {
             return;
         }
         let path = self.modules[i].path.clone();
+        let name = self.modules[i].name.clone();
         let dirs = &self.debug_dirs;
+        let symbols = self.symbols_dir.as_deref().map(|d| (d, name.as_str()));
+        let notes = &mut self.symbols_refused;
         // A file deleted after it was mapped may have been replaced: do not trust the path.
         let changed = self.not_after_ns != 0 && modified_after(&path, self.not_after_ns);
         if changed {
@@ -416,7 +421,7 @@ impl ElfSymbolizer {
                 .or_insert_with(|| {
                     std::fs::read(&path)
                         .ok()
-                        .and_then(|b| ElfInfo::parse(Path::new(&path), &b, dirs))
+                        .and_then(|b| ElfInfo::parse(Path::new(&path), &b, dirs, symbols, notes))
                         .map(Arc::new)
                 })
                 .clone()
@@ -535,6 +540,7 @@ impl Symbolize for ElfSymbolizer {
     /// [`ElfSymbolizer::refuse_files_changed_after`]: none when it was not called.
     fn notes(&self) -> Vec<String> {
         let mut notes = self.stripped_notes();
+        notes.extend(self.symbols_refused.iter().cloned());
         let changed = self.changed_since(self.not_after_ns);
         if changed.is_empty() {
             return notes;

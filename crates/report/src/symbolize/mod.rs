@@ -33,8 +33,11 @@ use std::fmt;
 use lockmeter_format::model::Profile;
 
 mod elf;
+mod lines;
+mod symbols_dir;
 
 pub use elf::{ElfSymbolizer, KERNEL_SYMBOL_PREFIX, default_debug_dirs};
+pub use lines::code_at_line;
 
 /// A resolved code address (a call site).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -140,16 +143,37 @@ pub trait Symbolize {
 }
 
 /// Symbolization settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SymbolizeOptions {
     /// Read the ELF files of the memory map to name call sites and static locks. When off,
     /// sites print as raw addresses and locks keep only collector-given names.
     pub enabled: bool,
+    /// `--symbols DIR`: a folder of debug files or unstripped copies, looked in first for each
+    /// module (by build-id, then by name; a file of another build is refused with a note).
+    pub symbols_dir: Option<std::path::PathBuf>,
+}
+
+impl SymbolizeOptions {
+    /// The options of a command's `--no-symbols` and `--symbols DIR` flags; an error (one line,
+    /// saying what to do) when `DIR` is not a folder.
+    pub fn from_flags(
+        no_symbols: bool,
+        symbols_dir: Option<&std::path::Path>,
+    ) -> Result<SymbolizeOptions, String> {
+        if let Some(d) = symbols_dir.filter(|d| !d.is_dir()) {
+            return Err(format!(
+                "--symbols {}: not a folder; name the folder that holds the debug files \
+                 (DIR/.build-id/ab/cdef….debug) or unstripped copies (DIR/NAME)",
+                d.display()
+            ));
+        }
+        Ok(SymbolizeOptions { enabled: !no_symbols, symbols_dir: symbols_dir.map(Into::into) })
+    }
 }
 
 impl Default for SymbolizeOptions {
     fn default() -> Self {
-        SymbolizeOptions { enabled: true }
+        SymbolizeOptions { enabled: true, symbols_dir: None }
     }
 }
 
@@ -167,12 +191,16 @@ pub enum Symbolizer {
 
 impl Symbolizer {
     /// The symbolizer for `profile`: [`Symbolizer::Elf`] over its memory map when
-    /// `opts.enabled` (files changed since `header.start_unix_ns` refused), else
+    /// `opts.enabled` (files changed since `header.start_unix_ns` refused, `opts.symbols_dir`
+    /// looked in first), else
     /// [`Symbolizer::Off`].
     pub fn new(profile: &Profile, opts: &SymbolizeOptions) -> Symbolizer {
         if opts.enabled {
-            let elf = ElfSymbolizer::new(&profile.maps)
+            let mut elf = ElfSymbolizer::new(&profile.maps)
                 .refuse_files_changed_after(profile.header.start_unix_ns);
+            if let Some(d) = &opts.symbols_dir {
+                elf = elf.with_symbols_dir(d.clone());
+            }
             Symbolizer::Elf(Box::new(elf))
         } else {
             Symbolizer::Off
