@@ -6,12 +6,12 @@
 //! hold timing on, one clock read; the release path one clock read more.
 
 use crate::classes::{CLASSES, NAMED, event_key, key, retag, tag};
-use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
+use crate::state::{CFG, Cx, HELD_MAX, Held, SITE_STACKS, SiteStack, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicU32, Ordering::AcqRel};
 use lockmeter_core::registry::{ClassOrigin, Slot};
-use lockmeter_core::stacks::{EventKey, EventKind, MAX_FRAMES};
+use lockmeter_core::stacks::{EventEntry, EventKey, EventKind, MAX_FRAMES};
 use lockmeter_core::stats::LiveStats;
 use lockmeter_core::{LockKind, Mode, clock};
 
@@ -196,20 +196,106 @@ pub(crate) fn capture_stack(cx: &Cx, site: usize, out: &mut [u64; MAX_FRAMES]) -
     n
 }
 
+/// How often a cached stack is unwound again: the first time a thread goes through a key (a
+/// call site), then one time in this many, so that other stacks through the same site are found.
+/// Counts per site stay exact; only their split between stacks through one site is sampled.
+pub(crate) const STACK_RESAMPLE: u32 = 64;
+
+/// The interned stack of this call (its hash), through the thread's cache by `key`: the call
+/// site of a contended acquisition, or the hold's record for a release (a record is one lock,
+/// site and mode). Unwound the first time a key is seen and then one time in
+/// [`STACK_RESAMPLE`]; the other times the key's last stack. `key` 0: always unwound. None: the
+/// stack store was full (counted by the caller).
+#[inline(never)]
+fn site_stack(cx: &Cx, key: usize, site: usize) -> Option<u64> {
+    let line = site_line(key);
+    if key != 0 {
+        // SAFETY: busy flag held; this borrow ends before `capture_stack` takes its own.
+        let p = unsafe { cx.private() };
+        if let Some(c) = p.site_stacks.get_mut(line)
+            && c.key == key
+            && c.hash != 0
+        {
+            c.uses = c.uses.wrapping_add(1);
+            if c.uses % STACK_RESAMPLE != 0 {
+                return Some(c.hash);
+            }
+        }
+    }
+    let mut frames = [0u64; MAX_FRAMES];
+    let n = capture_stack(cx, site, &mut frames);
+    let hash = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[]))?;
+    if key != 0 {
+        // SAFETY: busy flag held; the borrow above ended.
+        let p = unsafe { cx.private() };
+        if let Some(c) = p.site_stacks.get_mut(line) {
+            if c.key != key {
+                *c = SiteStack { key, hash, uses: 0, event_lock: 0, event: core::ptr::null() };
+            } else if c.hash != hash {
+                c.hash = hash;
+                c.event = core::ptr::null();
+            }
+        }
+    }
+    Some(hash)
+}
+
+/// The line of the stack cache for `key`.
+#[inline(always)]
+fn site_line(key: usize) -> usize {
+    ((key >> 4) ^ (key >> 12)) & (SITE_STACKS - 1)
+}
+
+/// The event entry of `k` (a key whose stack `site_stack(cx, key, ..)` just gave), through the
+/// stack cache's line for `key`: looked up in the event table only when the line names another
+/// lock or stack.
+#[inline(always)]
+fn cached_event(cx: &Cx, key: usize, k: &EventKey) -> Option<&'static EventEntry> {
+    let line = site_line(key);
+    {
+        // SAFETY: busy flag held; this borrow ends before the next one.
+        let p = unsafe { cx.private() };
+        if let Some(c) = p.site_stacks.get(line)
+            && key != 0
+            && c.key == key
+            && c.hash == k.stack
+            && c.event_lock == k.lock
+            && !c.event.is_null()
+        {
+            // SAFETY: event entries live in the thread's shard, never unmapped; the cache is
+            // zeroed whenever the event table is cleared (a shard take-over).
+            return Some(unsafe { &*c.event });
+        }
+    }
+    let e = cx.shard.events.get(k)?;
+    // SAFETY: busy flag held; the borrow above ended.
+    let p = unsafe { cx.private() };
+    if let Some(c) = p.site_stacks.get_mut(line)
+        && key != 0
+        && c.key == key
+        && c.hash == k.stack
+    {
+        c.event_lock = k.lock;
+        c.event = e;
+    }
+    Some(e)
+}
+
 /// The waiter's side of a contended acquisition, gathered before it blocks.
 pub(crate) struct Contention {
-    frames: [u64; MAX_FRAMES],
-    n: usize,
+    /// The waiter's interned stack (None: the stack store was full).
+    stack: Option<u64>,
     holder_site: u64,
     holder_stack: u64,
 }
 
 impl Contention {
-    /// Reads who holds `slot` now and captures the waiter's stack.
+    /// Reads who holds `slot` now and finds the waiter's stack.
     #[inline(never)]
     pub(crate) fn gather(cx: &Cx, slot: Option<&Slot>, site: usize) -> Self {
         // A holder that just acquired may not have published itself yet: if the slot still names
-        // no holder, or ourselves, the holder is unknown.
+        // no holder, or ourselves, the holder is unknown (within that window it can also still
+        // name the previous holder, whose release cleared it only if someone waited then).
         let me = cx.shard.owner.load(Relaxed);
         let (holder_site, holder_stack) = slot
             .filter(|s| {
@@ -217,16 +303,15 @@ impl Contention {
             })
             .map(|s| (s.holder_site.load(Relaxed), s.holder_stack.load(Relaxed)))
             .unwrap_or((0, 0));
-        let mut frames = [0u64; MAX_FRAMES];
-        let n = capture_stack(cx, site, &mut frames);
-        Contention { frames, n, holder_site, holder_stack }
+        let stack = site_stack(cx, site, site);
+        Contention { stack, holder_site, holder_stack }
     }
 }
 
 /// Records the event of a contended acquisition; returns the waiter's stack hash (0 if dropped).
 #[inline(never)]
 fn record_contention(cx: &Cx, k1: u64, c: &Contention, wait_ns: u64) -> u64 {
-    let Some(hash) = cx.shard.stacks.intern(c.frames.get(..c.n).unwrap_or(&[])) else {
+    let Some(hash) = c.stack else {
         cx.shard.stacks_dropped.add(1);
         return 0;
     };
@@ -362,14 +447,23 @@ pub(crate) fn acquired(
             }
             slot.last_owner.store(me, Relaxed);
         }
-        slot.holder_thread.store(me, Relaxed);
-        slot.holder_site.store(site as u64, Relaxed);
+        // The holder fields are stored only when they change (a release leaves them unless
+        // someone waits): a lock one thread takes again and again leaves the line unwritten.
+        if slot.holder_thread.load(Relaxed) != me {
+            slot.holder_thread.store(me, Relaxed);
+        }
+        if slot.holder_site.load(Relaxed) != site as u64 {
+            slot.holder_site.store(site as u64, Relaxed);
+        }
         if my_stack == 0 && sample_this(cx) {
             my_stack = record_sample(cx, k1, site);
         }
         if my_stack != 0 || slot.holder_stack.load(Relaxed) != 0 {
             slot.holder_stack.store(my_stack, Relaxed);
         }
+    } else if slot.holder_thread.load(Relaxed) != 0 {
+        // Readers hold it now: no exclusive holder to name.
+        slot.holder_thread.store(0, Relaxed);
     }
     if slot.wanted.load(Relaxed) & TRY_WANTED != 0 {
         slot.wanted.fetch_and(!TRY_WANTED, Relaxed);
@@ -508,10 +602,12 @@ pub(crate) fn releasing(cx: &Cx, i: usize) -> bool {
     }
     // SAFETY: registry slots are never unmapped.
     let slot = unsafe { &*h.slot };
-    if h.mode != Mode::Read as u8 {
+    let wanted = slot.wanted.load(Relaxed) != 0;
+    // Cleared only for a waiter: without one, the next holder overwrites it (see `acquired`).
+    if wanted && h.mode != Mode::Read as u8 && slot.holder_thread.load(Relaxed) != 0 {
         slot.holder_thread.store(0, Relaxed);
     }
-    slot.wanted.load(Relaxed) != 0
+    wanted
 }
 
 /// The release of held index `i` completed: records the hold and pops it.
@@ -772,15 +868,11 @@ fn holding(cx: &Cx, i: usize, t_rel: u64) {
     let Some(reg) = crate::state::registry() else { return };
     // SAFETY: registry slots are never unmapped.
     let slot = unsafe { &*h.slot };
-    let Some((idx, _)) = reg.lookup(slot.addr(), slot.kind().unwrap_or(LockKind::Mutex)) else {
-        return;
-    };
+    let Some(idx) = reg.index_of(slot) else { return };
     let kind = slot.kind().unwrap_or(LockKind::Mutex);
     let mode = Mode::from_u8(h.mode).unwrap_or(Mode::Exclusive);
     let k1 = event_key(idx, slot.generation(), slot.class.load(Relaxed), kind, mode);
-    let mut frames = [0u64; MAX_FRAMES];
-    let n = capture_stack(cx, 0, &mut frames);
-    let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
+    let Some(hash) = site_stack(cx, h.entry as usize, 0) else {
         cx.shard.stacks_dropped.add(1);
         return;
     };
@@ -793,7 +885,7 @@ fn holding(cx: &Cx, i: usize, t_rel: u64) {
         holder_site: 0,
         holder_stack: 0,
     };
-    match cx.shard.events.get(&k) {
+    match cached_event(cx, h.entry as usize, &k) {
         Some(e) => {
             e.count.add(1);
             e.wait_ns.add(hold_ns);
