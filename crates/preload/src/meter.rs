@@ -369,6 +369,14 @@ fn sample_this(cx: &Cx) -> bool {
     p.stack_sample % every == 0
 }
 
+/// Whether to time this one for the cost estimate (see `cost`), by the sampling counter `which`
+/// picks from the thread's private part.
+#[inline(always)]
+fn cost_sample(cx: &Cx, which: impl FnOnce(&mut crate::state::Private) -> &mut u32) -> bool {
+    // SAFETY: busy flag held; the borrow ends here.
+    crate::cost::sample(which(unsafe { cx.private() }))
+}
+
 /// Whether this hold should be timed (hold timing on, or this one sampled).
 #[inline(always)]
 fn time_this_hold(cx: &Cx) -> bool {
@@ -663,7 +671,13 @@ pub(crate) fn lock_with(
         // may leave a not-recoverable robust mutex's word set).
         r
     } else if r == 0 || r == libc::EOWNERDEAD {
+        let timed = cost_sample(&cx, |p| &mut p.cost_acq);
+        let a0 = crate::cost::now_if(timed);
         acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+        if timed {
+            let c = &cx.shard.cost;
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
+        }
         r
     } else if r == libc::EBUSY {
         wait_for(&cx, addr, kind, mode, site, lock)
@@ -687,13 +701,20 @@ fn wait_for(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let slot = wait_begin(addr, kind);
+    let g0 = clock::now();
     let who = Contention::gather(cx, slot, site);
     let t0 = clock::now();
+    cx.shard.cost.gather_ticks.add(t0.saturating_sub(g0));
     let r = lock();
     let t1 = clock::now();
     wait_end(slot);
     if r == 0 || r == libc::EOWNERDEAD {
+        let timed = cost_sample(cx, |p| &mut p.cost_acq);
         acquired(cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
+        if timed {
+            let c = &cx.shard.cost;
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, t1, clock::now());
+        }
     } else if r == libc::ETIMEDOUT {
         try_failed(cx, addr, kind, mode, site);
     }
@@ -824,9 +845,17 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
         crate::state::leave(cx);
         return unlock();
     };
+    let timed = cost_sample(&cx, |p| &mut p.cost_rel);
+    let u0 = crate::cost::now_if(timed);
     let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
     let wanted = releasing(&cx, i);
-    let r = end_hold(&cx, i, t_rel, wanted, unlock);
+    let c = &cx.shard.cost;
+    let r = end_hold(&cx, i, t_rel, wanted, || {
+        if timed {
+            crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, clock::now());
+        }
+        unlock()
+    });
     crate::state::leave(cx);
     r
 }
@@ -848,7 +877,14 @@ fn end_hold(cx: &Cx, i: usize, t_rel: u64, wanted: bool, release: impl FnOnce() 
         return r;
     }
     if wanted && CFG.frames.load(Relaxed) > 1 {
+        let c = &cx.shard.cost;
+        c.holding.add(1);
+        let timed = cost_sample(cx, |p| &mut p.cost_holding);
+        let h0 = crate::cost::now_if(timed);
         holding(cx, i, t_rel);
+        if timed {
+            crate::cost::add(&c.holding_timed, &c.holding_ticks, h0, clock::now());
+        }
     }
     released(cx, i, t_rel, wanted);
     r

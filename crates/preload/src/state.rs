@@ -273,6 +273,10 @@ pub(crate) struct Private {
     pub(crate) stack_sample: u32,
     /// Stacks by call site (see `meter::site_stack`); zeroed with the stack store.
     pub(crate) site_stacks: [SiteStack; SITE_STACKS],
+    /// Count acquisitions, releases and holder-side captures for cost sampling (see `cost`).
+    pub(crate) cost_acq: u32,
+    pub(crate) cost_rel: u32,
+    pub(crate) cost_holding: u32,
 }
 
 /// Per-CPU counters of one thread.
@@ -327,6 +331,8 @@ pub(crate) struct Shard {
     pub(crate) events: EventTable<'static>,
     /// Stacks or events that did not fit.
     pub(crate) stacks_dropped: Counter,
+    /// What the hooks cost this thread, measured (see `cost`).
+    pub(crate) cost: crate::cost::CostCounters,
     /// Upper bound of this thread's stack (stack reads never go at or above it).
     pub(crate) stack_top: AtomicU64,
     pub(crate) cpus: [CpuCounters; MAX_CPUS],
