@@ -75,11 +75,11 @@ pub(crate) fn add(n: &Counter, ticks: &Counter, t0: u64, t1: u64) {
 /// no other thread), in ns x 1000; the run's own measurement is compared with it.
 pub(crate) static CALIB_CS_PS: AtomicU64 = AtomicU64::new(0);
 
-/// Keeps what the calibration pairs measured in [`CALIB_CS_PS`] and clears it from `c`, so
-/// that the run's figures are the program's alone.
-pub(crate) fn end_calibration(c: &CostCounters) {
+/// Keeps what the calibration pairs measured in [`CALIB_CS_PS`] (ticks converted by `to_ns`)
+/// and clears it from `c`, so that the run's figures are the program's alone.
+pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
     let mean = |t: &Counter, n: &Counter| {
-        if n.get() == 0 { 0 } else { crate::state::ticks_to_ns(t.get() * 1000) / n.get() }
+        if n.get() == 0 { 0 } else { to_ns(t.get() * 1000) / n.get() }
     };
     let ps = mean(&c.acq_ticks, &c.acq_timed) + mean(&c.rel_ticks, &c.rel_timed);
     if ps > 0 {

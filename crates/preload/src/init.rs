@@ -204,7 +204,7 @@ fn calibrate_overhead() {
             c.contended.set(0);
             c.wait_ns.set(0);
         }
-        crate::cost::end_calibration(&sh.cost);
+        crate::cost::end_calibration(&sh.cost, state::ticks_to_ns);
     }
 }
 
