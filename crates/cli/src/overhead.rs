@@ -7,7 +7,8 @@
 //!
 //! Then contended workloads (one hot mutex, many mutexes; 4 threads): wall time bare, under
 //! each mode, and under `perf lock record` where it can run, beside the profile's own estimate of
-//! what the profiler cost, so that estimate can be checked against what was measured.
+//! the slowdown (`overhead.estimated_slowdown`), so that it can be checked against the measured
+//! one.
 
 use crate::run::{find_preload, metered_command};
 use crate::settings_args::CollectorArgs;
@@ -305,12 +306,10 @@ fn contended(
                 .parse()
                 .context("bad workload output")?;
             wall[i].push(ns);
-            if let Ok(p) = lockmeter_format::read_profile_file(&out_path) {
-                if p.header.duration_ns > 0 {
-                    estimate[i].push(
-                        100.0 * p.overhead.estimated_total_ns as f64 / p.header.duration_ns as f64,
-                    );
-                }
+            if let Ok(p) = lockmeter_format::read_profile_file(&out_path)
+                && let Some(x) = p.overhead.estimated_slowdown()
+            {
+                estimate[i].push(x);
             }
         }
     }
@@ -323,10 +322,7 @@ fn contended(
         "contended: 4 threads x {} lock+unlock pairs on {what}, wall time, {} interleaved rounds",
         a.contended_pairs, a.rounds
     );
-    println!(
-        "{:<24} {:>12} {:>10} {:>22}",
-        "MODE", "WALL MS", "SLOWDOWN", "PROFILE'S OWN ESTIMATE"
-    );
+    println!("{:<24} {:>12} {:>10} {:>22}", "MODE", "WALL MS", "SLOWDOWN", "ESTIMATED SLOWDOWN");
     for i in 0..n {
         let name = match modes.get(i) {
             Some((name, _)) => name.replace('N', &a.sample.max(2).to_string()),
@@ -336,7 +332,7 @@ fn contended(
         let est = if estimate[i].is_empty() {
             "-".to_string()
         } else {
-            format!("{:.1}% of run time", median(&mut estimate[i].clone()))
+            format!("{:.2}x", median(&mut estimate[i].clone()))
         };
         let slow = if i == 0 { "-".to_string() } else { format!("{:.2}x", w / bare) };
         println!("{name:<24} {:>12.1} {slow:>10} {est:>22}", w / 1e6);

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod clock;
+pub mod cost_model;
 pub mod hist;
 pub mod registry;
 pub mod reservoir;

@@ -44,7 +44,8 @@ pub struct Slot {
     pub wanted: AtomicU32,
     /// Call site (return address) of the current exclusive holder.
     pub holder_site: AtomicU64,
-    /// Thread index of the current exclusive holder, 0 when free.
+    /// Thread index of the last exclusive holder to publish itself, 0 when none; a release
+    /// clears it only when another thread waits.
     pub holder_thread: AtomicU32,
     /// When the current exclusive holder acquired the lock, packed by
     /// [`pack_time`](crate::reservoir::pack_time) (0: unknown). It fills the padding after
@@ -310,6 +311,14 @@ impl<'a> Registry<'a> {
         self.slots.get(idx as usize)
     }
 
+    /// The index of `slot`, a slot of this registry (None for any other).
+    pub fn index_of(&self, slot: &Slot) -> Option<u32> {
+        let base = self.slots.as_ptr() as usize;
+        let off = (slot as *const Slot as usize).wrapping_sub(base);
+        let idx = off / core::mem::size_of::<Slot>();
+        (off % core::mem::size_of::<Slot>() == 0 && idx < self.slots.len()).then_some(idx as u32)
+    }
+
     /// Every registered slot with its index.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &'a Slot)> + 'a {
         self.slots.iter().enumerate().filter(|(_, s)| s.in_use()).map(|(i, s)| (i as u32, s))
@@ -470,6 +479,16 @@ mod tests {
         assert_ne!(s.epoch.load(Relaxed), epoch, "a new identity ends the old one's holds");
         assert_eq!(r.len(), 1);
         assert!(r.lookup(0, LockKind::Mutex).is_none());
+    }
+
+    #[test]
+    fn index_of_finds_the_lookup_index() {
+        let m = mem(64);
+        let r = Registry::new(&m);
+        let (i, s) = r.lookup(0x2000, LockKind::Mutex).unwrap();
+        assert_eq!(r.index_of(s), Some(i));
+        let other = Slot::new();
+        assert_eq!(r.index_of(&other), None);
     }
 
     #[test]

@@ -820,6 +820,9 @@ impl<S: Sink> Encoder<S> {
         r.u64(o.estimated_total_ns);
         r.u64(o.memory_bytes);
         r.u64(o.ns_per_stack);
+        r.u64(o.estimated_slowdown_milli);
+        r.u64(o.contended_ns);
+        r.u64(o.serialized_ns);
         self.emit(tag::OVERHEAD, 0, &mut r, &[], false)?;
         self.overhead_done = true;
         Ok(())

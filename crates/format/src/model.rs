@@ -345,6 +345,22 @@ pub struct Overhead {
     /// Measured cost of recording one call stack (contended acquisitions pay it), in ns; 0 when
     /// stacks were off.
     pub ns_per_stack: u64,
+    /// Estimated slowdown of the run, x 1000: estimated metered wall time / unmetered wall time
+    /// (1000: none). 0 when not estimated (files of earlier writers, the eBPF collector).
+    pub estimated_slowdown_milli: u64,
+    /// Time measured on the contended path (waiters' and holders' stacks and events), in ns,
+    /// summed over threads.
+    pub contended_ns: u64,
+    /// Estimated time the hooks added inside critical sections that other threads waited for,
+    /// in ns: added to wall time undivided.
+    pub serialized_ns: u64,
+}
+
+impl Overhead {
+    /// The estimated slowdown (estimated metered wall / unmetered wall), if estimated.
+    pub fn estimated_slowdown(&self) -> Option<f64> {
+        (self.estimated_slowdown_milli > 0).then(|| self.estimated_slowdown_milli as f64 / 1000.0)
+    }
 }
 
 /// An interned call stack: return addresses, innermost first. `frames[0]` is the call site of the

@@ -844,14 +844,18 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         d.stacks += sh.stacks_dropped.get();
     }
     // The program's acquisitions only: the collector's own calibration pairs are not its cost.
+    let (mut wanted_holds, mut threads) = (0u64, 0u64);
     for sh in rows() {
+        let before = acquisitions;
         for e in sh.table.entries() {
             if crate::classes::resolve(Some(reg), e.key().0, e.tag.load(Relaxed))
                 != crate::classes::Ident::Skip
             {
                 acquisitions += e.stats.acquisitions.get();
+                wanted_holds += e.stats.cnt_hold.get();
             }
         }
+        threads += u64::from(acquisitions > before);
     }
     merged.free();
     d.acquisitions =
@@ -865,14 +869,66 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         }
     }
     let per_pair = NS_PER_PAIR.load(Relaxed);
+    let (slowdown, contended_ns, serial_ns) = crate::cost::estimate(&cost_inputs(
+        duration,
+        acquisitions,
+        wanted_holds,
+        per_pair,
+        threads.min(u64::from(cpus)),
+    ));
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,
         estimated_total_ns: per_pair.saturating_mul(acquisitions),
         memory_bytes: crate::resident::at_dump(),
         ns_per_stack: NS_PER_STACK.load(Relaxed),
+        estimated_slowdown_milli: slowdown,
+        contended_ns,
+        serialized_ns: serial_ns,
     })
     .ok()?;
     Some(())
+}
+
+/// The cost model's inputs: the given totals, and what every thread measured (see `cost`).
+fn cost_inputs(
+    duration_ns: u64,
+    acquisitions: u64,
+    wanted_holds: u64,
+    ns_per_pair: u64,
+    parallel: u64,
+) -> crate::cost::Inputs {
+    let mut sum = [0u64; 8];
+    for sh in state::shards() {
+        let c = &sh.cost;
+        let v = [
+            c.acq_timed.get(),
+            c.acq_ticks.get(),
+            c.rel_timed.get(),
+            c.rel_ticks.get(),
+            c.gather_ticks.get(),
+            c.holding.get(),
+            c.holding_timed.get(),
+            c.holding_ticks.get(),
+        ];
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s = s.saturating_add(x);
+        }
+    }
+    let [acq_n, acq_t, rel_n, rel_t, gather_t, holding, holding_n, holding_t] = sum;
+    let ns = |t: u64| state::ticks_to_ns(t) as f64;
+    let mean = |t: u64, n: u64| if n == 0 { 0.0 } else { ns(t) / n as f64 };
+    let contended = ns(gather_t) + mean(holding_t, holding_n) * holding as f64;
+    crate::cost::Inputs {
+        duration_ns,
+        acquisitions,
+        wanted_holds,
+        ns_per_pair,
+        calib_cs_ns: crate::cost::CALIB_CS_PS.load(Relaxed) as f64 / 1000.0,
+        cs_acq_ns: mean(acq_t, acq_n),
+        cs_rel_ns: mean(rel_t, rel_n),
+        contended_ns: contended as u64,
+        parallel: parallel.max(1),
+    }
 }
 
 /// Writes a lock identity, with the name the program gave it.

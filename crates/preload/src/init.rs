@@ -214,6 +214,7 @@ fn calibrate_overhead() {
             c.contended.set(0);
             c.wait_ns.set(0);
         }
+        crate::cost::end_calibration(&sh.cost, state::ticks_to_ns);
     }
 }
 

@@ -31,6 +31,7 @@
 
 mod classes;
 mod control;
+mod cost;
 mod dump;
 mod funcs;
 mod guard;

@@ -6,13 +6,13 @@
 //! hold timing on, one clock read; the release path one clock read more.
 
 use crate::classes::{CLASSES, NAMED, event_key, key, retag, tag};
-use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
+use crate::state::{CFG, Cx, HELD_MAX, Held, SITE_STACKS, SiteStack, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicU32, Ordering::AcqRel};
 use lockmeter_core::registry::{ClassOrigin, Slot};
 use lockmeter_core::reservoir::{Wait, pack_time, unpack_time};
-use lockmeter_core::stacks::{EventKey, EventKind, MAX_FRAMES};
+use lockmeter_core::stacks::{EventEntry, EventKey, EventKind, MAX_FRAMES};
 use lockmeter_core::stats::LiveStats;
 use lockmeter_core::{LockKind, Mode, clock};
 
@@ -197,10 +197,99 @@ pub(crate) fn capture_stack(cx: &Cx, site: usize, out: &mut [u64; MAX_FRAMES]) -
     n
 }
 
+/// How often a cached stack is unwound again: the first time a thread goes through a key (a
+/// call site), then one time in this many, so that other stacks through the same site are found.
+/// Counts per site stay exact; only their split between stacks through one site is sampled.
+pub(crate) const STACK_RESAMPLE: u32 = 64;
+
+/// The interned stack of this call (its hash), through the thread's cache by `key`: the call
+/// site of a contended acquisition, or the hold's record for a release (a record is one lock,
+/// site and mode). Unwound the first time a key is seen and then one time in
+/// [`STACK_RESAMPLE`]; the other times the key's last stack. `key` 0: always unwound. `acq`: the
+/// hold's acquisition site, put back into a release's stack ([`with_acquirer`]); 0 for none.
+/// None: the stack store was full (counted by the caller).
+#[inline(never)]
+fn site_stack(cx: &Cx, key: usize, site: usize, acq: u64) -> Option<u64> {
+    let line = site_line(key);
+    if key != 0 {
+        // SAFETY: busy flag held; this borrow ends before `capture_stack` takes its own.
+        let p = unsafe { cx.private() };
+        if let Some(c) = p.site_stacks.get_mut(line)
+            && c.key == key
+            && c.hash != 0
+        {
+            c.uses = c.uses.wrapping_add(1);
+            if c.uses % STACK_RESAMPLE != 0 {
+                return Some(c.hash);
+            }
+        }
+    }
+    let mut frames = [0u64; MAX_FRAMES];
+    let mut n = capture_stack(cx, site, &mut frames);
+    if acq != 0 {
+        n = with_acquirer(&mut frames, n, acq);
+    }
+    let hash = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[]))?;
+    if key != 0 {
+        // SAFETY: busy flag held; the borrow above ended.
+        let p = unsafe { cx.private() };
+        if let Some(c) = p.site_stacks.get_mut(line) {
+            if c.key != key {
+                *c = SiteStack { key, hash, uses: 0, event_lock: 0, event: core::ptr::null() };
+            } else if c.hash != hash {
+                c.hash = hash;
+                c.event = core::ptr::null();
+            }
+        }
+    }
+    Some(hash)
+}
+
+/// The line of the stack cache for `key`.
+#[inline(always)]
+fn site_line(key: usize) -> usize {
+    ((key >> 4) ^ (key >> 12)) & (SITE_STACKS - 1)
+}
+
+/// The event entry of `k` (a key whose stack `site_stack(cx, key, ..)` just gave), through the
+/// stack cache's line for `key`: looked up in the event table only when the line names another
+/// lock or stack.
+#[inline(always)]
+fn cached_event(cx: &Cx, key: usize, k: &EventKey) -> Option<&'static EventEntry> {
+    let line = site_line(key);
+    {
+        // SAFETY: busy flag held; this borrow ends before the next one.
+        let p = unsafe { cx.private() };
+        if let Some(c) = p.site_stacks.get(line)
+            && key != 0
+            && c.key == key
+            && c.hash == k.stack
+            && c.event_lock == k.lock
+            && !c.event.is_null()
+        {
+            // SAFETY: event entries live in the thread's shard, never unmapped; the cache is
+            // zeroed whenever the event table is cleared (a shard take-over).
+            return Some(unsafe { &*c.event });
+        }
+    }
+    let e = cx.shard.events.get(k)?;
+    // SAFETY: busy flag held; the borrow above ended.
+    let p = unsafe { cx.private() };
+    if let Some(c) = p.site_stacks.get_mut(line)
+        && key != 0
+        && c.key == key
+        && c.hash == k.stack
+    {
+        c.event_lock = k.lock;
+        c.event = e;
+    }
+    Some(e)
+}
+
 /// The waiter's side of a contended acquisition, gathered before it blocks.
 pub(crate) struct Contention {
-    frames: [u64; MAX_FRAMES],
-    n: usize,
+    /// The waiter's interned stack (None: the stack store was full).
+    stack: Option<u64>,
     holder_site: u64,
     holder_stack: u64,
     /// The holder's owner id (0: unknown) and its acquisition time, packed (0: unknown).
@@ -209,11 +298,12 @@ pub(crate) struct Contention {
 }
 
 impl Contention {
-    /// Reads who holds `slot` now and captures the waiter's stack.
+    /// Reads who holds `slot` now and finds the waiter's stack.
     #[inline(never)]
     pub(crate) fn gather(cx: &Cx, slot: Option<&Slot>, site: usize) -> Self {
         // A holder that just acquired may not have published itself yet: if the slot still names
-        // no holder, or ourselves, the holder is unknown.
+        // no holder, or ourselves, the holder is unknown (within that window it can also still
+        // name the previous holder, whose release cleared it only if someone waited then).
         let me = cx.shard.owner.load(Relaxed);
         let (holder, holder_site, holder_stack, holder_t_acq) = slot
             .map(|s| (s, s.holder_thread.load(Relaxed)))
@@ -223,16 +313,15 @@ impl Contention {
                 (h, site, stack, s.holder_t_acq.load(Relaxed))
             })
             .unwrap_or((0, 0, 0, 0));
-        let mut frames = [0u64; MAX_FRAMES];
-        let n = capture_stack(cx, site, &mut frames);
-        Contention { frames, n, holder_site, holder_stack, holder, holder_t_acq }
+        let stack = site_stack(cx, site, site, 0);
+        Contention { stack, holder_site, holder_stack, holder, holder_t_acq }
     }
 }
 
 /// Records the event of a contended acquisition; returns the waiter's stack hash (0 if dropped).
 #[inline(never)]
 fn record_contention(cx: &Cx, k1: u64, c: &Contention, wait_ns: u64) -> u64 {
-    let Some(hash) = cx.shard.stacks.intern(c.frames.get(..c.n).unwrap_or(&[])) else {
+    let Some(hash) = c.stack else {
         cx.shard.stacks_dropped.add(1);
         return 0;
     };
@@ -309,6 +398,14 @@ fn sample_this(cx: &Cx) -> bool {
     let p = unsafe { cx.private() };
     p.stack_sample = p.stack_sample.wrapping_add(1);
     p.stack_sample % every == 0
+}
+
+/// Whether to time this one for the cost estimate (see `cost`), by the sampling counter `which`
+/// picks from the thread's private part.
+#[inline(always)]
+fn cost_sample(cx: &Cx, which: impl FnOnce(&mut crate::state::Private) -> &mut u32) -> bool {
+    // SAFETY: busy flag held; the borrow ends here.
+    crate::cost::sample(which(unsafe { cx.private() }))
 }
 
 /// Whether this hold should be timed (hold timing on, or this one sampled).
@@ -395,8 +492,16 @@ pub(crate) fn acquired(
             }
             slot.last_owner.store(me, Relaxed);
         }
-        slot.holder_thread.store(me, Relaxed);
-        slot.holder_site.store(site as u64, Relaxed);
+        // The holder fields are stored only when they change (a release leaves them unless
+        // someone waits): a lock one thread takes again and again leaves them unwritten. The
+        // acquisition time changes every time: one store, to a line the holder owns while no
+        // one waits.
+        if slot.holder_thread.load(Relaxed) != me {
+            slot.holder_thread.store(me, Relaxed);
+        }
+        if slot.holder_site.load(Relaxed) != site as u64 {
+            slot.holder_site.store(site as u64, Relaxed);
+        }
         slot.holder_t_acq.store(pack_time(t_acq), Relaxed);
         if my_stack == 0 && sample_this(cx) {
             my_stack = record_sample(cx, k1, site);
@@ -404,6 +509,9 @@ pub(crate) fn acquired(
         if my_stack != 0 || slot.holder_stack.load(Relaxed) != 0 {
             slot.holder_stack.store(my_stack, Relaxed);
         }
+    } else if slot.holder_thread.load(Relaxed) != 0 {
+        // Readers hold it now: no exclusive holder to name.
+        slot.holder_thread.store(0, Relaxed);
     }
     if slot.wanted.load(Relaxed) & TRY_WANTED != 0 {
         slot.wanted.fetch_and(!TRY_WANTED, Relaxed);
@@ -537,10 +645,12 @@ pub(crate) fn releasing(cx: &Cx, i: usize) -> bool {
     }
     // SAFETY: registry slots are never unmapped.
     let slot = unsafe { &*h.slot };
-    if h.mode != Mode::Read as u8 {
+    let wanted = slot.wanted.load(Relaxed) != 0;
+    // Cleared only for a waiter: without one, the next holder overwrites it (see `acquired`).
+    if wanted && h.mode != Mode::Read as u8 && slot.holder_thread.load(Relaxed) != 0 {
         slot.holder_thread.store(0, Relaxed);
     }
-    slot.wanted.load(Relaxed) != 0
+    wanted
 }
 
 /// The release of held index `i` completed: records the hold and pops it.
@@ -596,7 +706,13 @@ pub(crate) fn lock_with(
         // may leave a not-recoverable robust mutex's word set).
         r
     } else if r == 0 || r == libc::EOWNERDEAD {
+        let timed = cost_sample(&cx, |p| &mut p.cost_acq);
+        let a0 = crate::cost::now_if(timed);
         acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+        if timed {
+            let c = &cx.shard.cost;
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
+        }
         r
     } else if r == libc::EBUSY {
         wait_for(&cx, addr, kind, mode, site, lock)
@@ -620,13 +736,20 @@ fn wait_for(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let slot = wait_begin(addr, kind);
+    let g0 = clock::now();
     let who = Contention::gather(cx, slot, site);
     let t0 = clock::now();
+    cx.shard.cost.gather_ticks.add(t0.saturating_sub(g0));
     let r = lock();
     let t1 = clock::now();
     wait_end(slot);
     if r == 0 || r == libc::EOWNERDEAD {
+        let timed = cost_sample(cx, |p| &mut p.cost_acq);
         acquired(cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
+        if timed {
+            let c = &cx.shard.cost;
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, t1, clock::now());
+        }
     } else if r == libc::ETIMEDOUT {
         try_failed(cx, addr, kind, mode, site);
     }
@@ -757,9 +880,17 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
         crate::state::leave(cx);
         return unlock();
     };
+    let timed = cost_sample(&cx, |p| &mut p.cost_rel);
+    let u0 = crate::cost::now_if(timed);
     let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
     let wanted = releasing(&cx, i);
-    let r = end_hold(&cx, i, t_rel, wanted, unlock);
+    let c = &cx.shard.cost;
+    let r = end_hold(&cx, i, t_rel, wanted, || {
+        if timed {
+            crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, clock::now());
+        }
+        unlock()
+    });
     crate::state::leave(cx);
     r
 }
@@ -783,7 +914,14 @@ fn end_hold(cx: &Cx, i: usize, t_rel: u64, wanted: bool, release: impl FnOnce() 
         return r;
     }
     if wanted && CFG.frames.load(Relaxed) > 1 {
+        let c = &cx.shard.cost;
+        c.holding.add(1);
+        let timed = cost_sample(cx, |p| &mut p.cost_holding);
+        let h0 = crate::cost::now_if(timed);
         holding(cx, i, t_rel, acq_site);
+        if timed {
+            crate::cost::add(&c.holding_timed, &c.holding_ticks, h0, clock::now());
+        }
     }
     released(cx, i, t_rel, wanted);
     r
@@ -836,16 +974,11 @@ fn holding(cx: &Cx, i: usize, t_rel: u64, acq_site: u64) {
     let Some(reg) = crate::state::registry() else { return };
     // SAFETY: registry slots are never unmapped.
     let slot = unsafe { &*h.slot };
-    let Some((idx, _)) = reg.lookup(slot.addr(), slot.kind().unwrap_or(LockKind::Mutex)) else {
-        return;
-    };
+    let Some(idx) = reg.index_of(slot) else { return };
     let kind = slot.kind().unwrap_or(LockKind::Mutex);
     let mode = Mode::from_u8(h.mode).unwrap_or(Mode::Exclusive);
     let k1 = event_key(idx, slot.generation(), slot.class.load(Relaxed), kind, mode);
-    let mut frames = [0u64; MAX_FRAMES];
-    let mut n = capture_stack(cx, 0, &mut frames);
-    n = with_acquirer(&mut frames, n, acq_site);
-    let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
+    let Some(hash) = site_stack(cx, h.entry as usize, 0, acq_site) else {
         cx.shard.stacks_dropped.add(1);
         return;
     };
@@ -858,7 +991,7 @@ fn holding(cx: &Cx, i: usize, t_rel: u64, acq_site: u64) {
         holder_site: 0,
         holder_stack: 0,
     };
-    match cx.shard.events.get(&k) {
+    match cached_event(cx, h.entry as usize, &k) {
         Some(e) => {
             e.count.add(1);
             e.wait_ns.add(hold_ns);

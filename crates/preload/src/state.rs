@@ -48,6 +48,8 @@ pub(crate) const MAX_CPUS: usize = 1024;
 pub(crate) const HELD_MAX: usize = 64;
 /// Entries of the per-thread lookup cache.
 const CACHE: usize = 8;
+/// Entries of the per-thread cache of stacks by call site (a power of two).
+pub(crate) const SITE_STACKS: usize = 64;
 
 /// Run-time configuration (set once in the constructor).
 pub(crate) struct Config {
@@ -238,6 +240,18 @@ pub(crate) struct Cached {
     pub(crate) entry: *const lockmeter_core::table::Entry,
 }
 
+/// A line of the cache of stacks by call site: the stack (interned in the thread's stack store)
+/// last unwound through `key`, how many times the line was used since, and the event entry last
+/// found for (`event_lock`, that stack) (null: none).
+#[derive(Clone, Copy)]
+pub(crate) struct SiteStack {
+    pub(crate) key: usize,
+    pub(crate) hash: u64,
+    pub(crate) uses: u32,
+    pub(crate) event_lock: u64,
+    pub(crate) event: *const lockmeter_core::stacks::EventEntry,
+}
+
 /// The part of a shard only its thread touches. `repr(C)` with `held` and `held_len` first: the
 /// eBPF collector reads them (see [`lockmeter_thread_held`]).
 #[repr(C)]
@@ -257,6 +271,12 @@ pub(crate) struct Private {
     pub(crate) unwind_cache: *mut crate::unwind::TheCache,
     /// Counts acquisitions for stack sampling.
     pub(crate) stack_sample: u32,
+    /// Stacks by call site (see `meter::site_stack`); zeroed with the stack store.
+    pub(crate) site_stacks: [SiteStack; SITE_STACKS],
+    /// Count acquisitions, releases and holder-side captures for cost sampling (see `cost`).
+    pub(crate) cost_acq: u32,
+    pub(crate) cost_rel: u32,
+    pub(crate) cost_holding: u32,
 }
 
 /// Per-CPU counters of one thread.
@@ -311,6 +331,8 @@ pub(crate) struct Shard {
     pub(crate) events: EventTable<'static>,
     /// Stacks or events that did not fit.
     pub(crate) stacks_dropped: Counter,
+    /// What the hooks cost this thread, measured (see `cost`).
+    pub(crate) cost: crate::cost::CostCounters,
     /// Upper bound of this thread's stack (stack reads never go at or above it).
     pub(crate) stack_top: AtomicU64,
     pub(crate) cpus: [CpuCounters; MAX_CPUS],

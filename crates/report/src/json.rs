@@ -188,6 +188,9 @@ struct TotalsOut {
 struct OverheadOut {
     ns_per_pair: u64,
     estimated_total_ns: u64,
+    estimated_slowdown: Option<f64>,
+    contended_ns: u64,
+    serialized_ns: u64,
     memory_bytes: u64,
 }
 
@@ -554,6 +557,9 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
         overhead: OverheadOut {
             ns_per_pair: a.overhead.ns_per_pair,
             estimated_total_ns: a.overhead.estimated_total_ns,
+            estimated_slowdown: a.overhead.estimated_slowdown(),
+            contended_ns: a.overhead.contended_ns,
+            serialized_ns: a.overhead.serialized_ns,
             memory_bytes: a.overhead.memory_bytes,
         },
         dropped: DroppedOut {

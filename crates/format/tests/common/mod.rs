@@ -211,6 +211,9 @@ pub fn rich_profile() -> Profile {
             estimated_total_ns: 140_000,
             memory_bytes: 1 << 24,
             ns_per_stack: 900,
+            estimated_slowdown_milli: 1_250,
+            contended_ns: 30_000,
+            serialized_ns: 20_000,
         },
     }
 }

@@ -163,6 +163,9 @@ pub(super) fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
             line += &format!(", ~{} in total", fmt_ns(o.estimated_total_ns));
         }
         line += &format!(", {} resident memory", fmt_bytes(o.memory_bytes));
+        if let Some(x) = o.estimated_slowdown() {
+            line += &format!("; estimated slowdown {x:.2}x");
+        }
         writeln!(w, "{line}")?;
     }
 

@@ -152,6 +152,7 @@ pub fn sample_profile() -> Profile {
             estimated_total_ns: 12_578_640,
             memory_bytes: 4 << 20,
             ns_per_stack: 0,
+            ..Default::default()
         },
     }
 }
