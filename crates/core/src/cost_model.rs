@@ -26,8 +26,21 @@ pub struct Inputs {
     pub cs_rel_ns: f64,
     /// Time on the contended path (measured: waiters' sides, holders' sides extrapolated).
     pub contended_ns: u64,
-    /// Threads that ran at once: threads that took locks, at most the CPUs (at least 1).
-    pub parallel: u64,
+    /// Threads that ran at once, on average ([`parallelism`]; at least 1).
+    pub parallel: f64,
+}
+
+/// How many threads ran at once, on average: of the `threads` that took locks (at most the
+/// `cpus`), those that were not waiting for a lock. A saturated lock serializes the program (4
+/// threads on one hot mutex, 3 of them asleep in its queue at any moment: 1), and then every
+/// hook's cost adds to wall time undivided, not only its in-critical-section part.
+pub fn parallelism(threads: u64, cpus: u64, duration_ns: u64, wait_ns: u64) -> f64 {
+    let most = threads.min(cpus).max(1) as f64;
+    if duration_ns == 0 {
+        return most;
+    }
+    let running = threads as f64 - wait_ns as f64 / duration_ns as f64;
+    running.clamp(1.0, most)
 }
 
 /// The estimate: (slowdown x 1000, contended-path ns, serialized ns). Slowdown 0: no duration.
@@ -39,7 +52,7 @@ pub fn estimate(i: &Inputs) -> (u64, u64, u64) {
     let pair = pair.max(i.ns_per_pair as f64);
     let serial = i.wanted_holds as f64 * cs;
     let parallel = (i.acquisitions as f64 * pair - serial).max(0.0) + i.contended_ns as f64;
-    let parallel = parallel / i.parallel.max(1) as f64;
+    let parallel = parallel / i.parallel.max(1.0);
     let t = i.duration_ns as f64;
     if t <= 0.0 {
         return (0, i.contended_ns, serial as u64);
@@ -59,7 +72,7 @@ mod tests {
             duration_ns: 1_000_000_000,
             acquisitions: 10_000_000,
             ns_per_pair: 10,
-            parallel: 4,
+            parallel: 4.0,
             ..Inputs::default()
         };
         // 100 ms of uncontended pairs over 4 threads: 25 ms of a 1 s run.
@@ -75,5 +88,20 @@ mod tests {
         assert_eq!(estimate(&Inputs { duration_ns: 0, ..sat }).0, 0);
         // Added time beyond the run is capped.
         assert_eq!(estimate(&Inputs { wanted_holds: 1 << 40, ..sat }).0, 100_000);
+    }
+
+    #[test]
+    fn waiting_threads_do_not_run_in_parallel() {
+        let s = 1_000_000_000;
+        // No waits: as many as ran, at most the CPUs.
+        assert_eq!(parallelism(4, 2, s, 0), 2.0);
+        assert_eq!(parallelism(1, 16, s, 0), 1.0);
+        // 4 threads, 3 of them waiting all along: one ran at a time.
+        assert_eq!(parallelism(4, 16, s, 3 * s), 1.0);
+        // Half of one thread's time waiting out of 4 on 16 CPUs: 3.5.
+        assert_eq!(parallelism(4, 16, s, s / 2), 3.5);
+        // Waits beyond the threads' time (threads that came and went): at least one.
+        assert_eq!(parallelism(4, 16, s, 9 * s), 1.0);
+        assert_eq!(parallelism(0, 2, 0, 0), 1.0);
     }
 }

@@ -99,4 +99,4 @@ pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
     }
 }
 
-pub(crate) use lockmeter_core::cost_model::{Inputs, estimate};
+pub(crate) use lockmeter_core::cost_model::{Inputs, estimate, parallelism};

@@ -844,7 +844,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         d.stacks += sh.stacks_dropped.get();
     }
     // The program's acquisitions only: the collector's own calibration pairs are not its cost.
-    let (mut wanted_holds, mut threads) = (0u64, 0u64);
+    let (mut wanted_holds, mut threads, mut wait_ns) = (0u64, 0u64, 0u64);
     for sh in rows() {
         let before = acquisitions;
         for e in sh.table.entries() {
@@ -853,6 +853,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
             {
                 acquisitions += e.stats.acquisitions.get();
                 wanted_holds += e.stats.cnt_hold.get();
+                wait_ns = wait_ns.saturating_add(e.stats.wait_ns_total.get());
             }
         }
         threads += u64::from(acquisitions > before);
@@ -874,7 +875,7 @@ fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> 
         acquisitions,
         wanted_holds,
         per_pair,
-        threads.min(u64::from(cpus)),
+        crate::cost::parallelism(threads, u64::from(cpus), duration, wait_ns),
     ));
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,
@@ -895,7 +896,7 @@ fn cost_inputs(
     acquisitions: u64,
     wanted_holds: u64,
     ns_per_pair: u64,
-    parallel: u64,
+    parallel: f64,
 ) -> crate::cost::Inputs {
     let mut sum = [0u64; 8];
     for sh in state::shards() {
@@ -927,7 +928,7 @@ fn cost_inputs(
         cs_acq_ns: mean(acq_t, acq_n),
         cs_rel_ns: mean(rel_t, rel_n),
         contended_ns: contended as u64,
-        parallel: parallel.max(1),
+        parallel,
     }
 }
 
