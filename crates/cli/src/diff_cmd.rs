@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use lockmeter_report::export::diff::{self, DiffBy, DiffKey, DiffOptions};
-use lockmeter_report::{Analysis, SymbolizeOptions};
+use lockmeter_report::Analysis;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -45,8 +45,8 @@ pub(crate) struct DiffArgs {
 }
 
 fn load(p: &Path, symbols: bool) -> Result<Analysis> {
-    let (profile, mut sym) = lockmeter_report::open(p, &SymbolizeOptions { enabled: symbols })?;
-    let a = Analysis::with_symbolizer(&profile, &mut sym);
+    let a = crate::report_cmd::open_run(p, symbols, None)?
+        .analysis(&lockmeter_report::Filter::default());
     for n in &a.notes {
         eprintln!("lockmeter: note: {}: {n}", p.display());
     }

@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result};
 use lockmeter_report::export::{ExportError, pprof};
-use lockmeter_report::{Symbolize, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,10 +53,11 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             .into());
         }
     }
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    // Every process of the run file, each folded on its own, then merged.
+    let mut run = crate::report_cmd::open_run(&a.file, !a.no_symbols, None)?;
+    let analysis = run.analysis(&lockmeter_report::Filter::default());
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
-        let pb = pprof::build(&profile, &mut sym);
+        let pb = pprof::from_analysis(&analysis);
         let mut buf = Vec::new();
         pprof::write(&pb, gzip, &mut buf)?;
         lockmeter_format::files::write_new(p, &buf)?;
@@ -70,7 +70,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
     }
     if let Some(p) = &a.csv {
         let mut buf = Vec::new();
-        pprof::write_csv(&profile, &mut sym, &mut buf)?;
+        pprof::write_csv_from(&analysis, &mut buf)?;
         if p.as_os_str() == "-" {
             let mut o = std::io::stdout().lock();
             o.write_all(&buf).context("cannot write to standard output")?;
@@ -80,6 +80,6 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             eprintln!("lockmeter: CSV written to {}", p.display());
         }
     }
-    crate::print_notes(&sym.notes());
+    crate::print_notes(&run.notes());
     Ok(())
 }

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use lockmeter_report::export::flame::{self, FlameOptions};
 use lockmeter_report::export::{ExportError, Weight};
-use lockmeter_report::{Symbolize, SymbolizeOptions};
+use lockmeter_report::Filter;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -63,17 +63,18 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
         }
         (p, _) => p.clone(),
     };
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
+    // Every process of the run file, each folded on its own, then merged.
+    let mut run = crate::report_cmd::open_run(&a.file, !a.no_symbols, None)?;
+    let analysis = run.analysis(&Filter { lock: a.lock.clone(), function: None });
     let mut buf = Vec::new();
     if a.folded {
-        let lines = flame::folded(&profile, &mut sym, a.weight, a.lock.as_deref());
+        let lines = flame::folded_from(&analysis, a.weight);
         flame::write_folded(&lines, &mut buf)?;
     } else {
         let opts = FlameOptions { weight: a.weight, lock: a.lock, title: a.title };
-        flame::flamegraph(&profile, &mut sym, &opts, &mut buf)?;
+        flame::flamegraph_from(&analysis, &opts, &mut buf)?;
     }
-    crate::print_notes(&sym.notes());
+    crate::print_notes(&run.notes());
     match out {
         Some(p) => {
             lockmeter_format::files::write_new(&p, &buf)?;

@@ -3,6 +3,7 @@
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
 mod compare;
+mod collect;
 mod ctl;
 mod demo;
 mod diff_cmd;

@@ -2,7 +2,6 @@
 
 use anyhow::{Result, bail};
 use lockmeter_report::export::plot::{self, ImageFormat, PlotKind, PlotOptions};
-use lockmeter_report::{Analysis, SymbolizeOptions};
 use std::path::PathBuf;
 
 /// Options of `lockmeter plot`.
@@ -36,9 +35,8 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     if a.top == 0 {
         bail!("--top must be at least 1");
     }
-    let (profile, mut sym) =
-        lockmeter_report::open(&a.file, &SymbolizeOptions { enabled: !a.no_symbols })?;
-    let analysis = Analysis::with_symbolizer(&profile, &mut sym);
+    let analysis = crate::report_cmd::open_run(&a.file, !a.no_symbols, None)?
+        .analysis(&lockmeter_report::Filter::default());
     crate::print_notes(&analysis.notes);
     let opts = PlotOptions { kind: a.kind, top: a.top, lock: a.lock };
     plot::plot_to_file(&analysis, &opts, &a.out)?;

@@ -54,6 +54,7 @@ pub mod export;
 mod frames;
 mod html;
 mod json;
+mod runfile;
 pub mod options;
 pub mod storage;
 pub mod symbolize;
@@ -77,10 +78,11 @@ pub fn open(path: &Path, opts: &SymbolizeOptions) -> Result<(Profile, Symbolizer
 }
 
 pub use analysis::{
-    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, StackSample,
+    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, ProcessAgg, SiteAgg, StackAgg, StackSample,
     ThreadAgg, Totals, hist_rows,
 };
 pub use csvout::csv;
+pub use runfile::{OpenRun, open_run};
 pub use frames::{FrameCache, names_outermost_first};
 pub use html::html;
 pub use json::{SCHEMA_VERSION, json};
