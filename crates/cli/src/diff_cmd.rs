@@ -1,8 +1,8 @@
 //! `lockmeter diff`: two profiles compared per lock or per call site.
 
 use anyhow::{Context, Result};
-use lockmeter_report::export::diff::{self, DiffBy, DiffKey, DiffOptions};
 use lockmeter_report::Analysis;
+use lockmeter_report::export::diff::{self, DiffBy, DiffKey, DiffOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,9 @@
 //! `lockmeter flamegraph`: waiter (or holder) stacks as a flame graph, or folded.
 
 use anyhow::{Context, Result, bail};
+use lockmeter_report::Filter;
 use lockmeter_report::export::flame::{self, FlameOptions};
 use lockmeter_report::export::{ExportError, Weight};
-use lockmeter_report::Filter;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,8 @@
 //! `lockmeter-preload` (the collector), `lockmeter-format` (profiles), `lockmeter-report`
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
-mod compare;
 mod collect;
+mod compare;
 mod ctl;
 mod demo;
 mod diff_cmd;

@@ -2,9 +2,7 @@
 
 use anyhow::{Context, Result};
 use lockmeter_report::export::flame::{self, FlameOptions};
-use lockmeter_report::{
-    Analysis, By, Filter, Format, ReportOptions, SortKey, SymbolizeOptions,
-};
+use lockmeter_report::{Analysis, By, Filter, Format, ReportOptions, SortKey, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

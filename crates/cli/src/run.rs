@@ -504,9 +504,10 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
         }
         let run = lockmeter_format::read_run_file(file).ok();
         let lead = tree.lead().and_then(|l| {
-            run.as_ref()?.processes.iter().find(|p| {
-                (p.header.pid, p.header.image_seq) == (l.pid, l.image_seq)
-            })
+            run.as_ref()?
+                .processes
+                .iter()
+                .find(|p| (p.header.pid, p.header.image_seq) == (l.pid, l.image_seq))
         });
         if let Some(hint) = lead.and_then(crate::hints::no_acquisitions) {
             eprintln!("{hint}");

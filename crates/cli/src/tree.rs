@@ -186,7 +186,9 @@ impl Tree {
         let n = self.images.len();
         let cover = match self.busy() {
             0 | 1 => "the summary covers them all".to_owned(),
-            b => format!("the summary covers them all ({b} took locks: each lock named with its process)"),
+            b => format!(
+                "the summary covers them all ({b} took locks: each lock named with its process)"
+            ),
         };
         Some(format!(
             "lockmeter: {n} process images ran; {cover}; the one that took the most locks, pid {}: {}",

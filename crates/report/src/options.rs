@@ -105,7 +105,8 @@ fn norm(s: &str) -> String {
 
 impl By {
     /// Valid spellings.
-    pub const VALUES: &'static [&'static str] = &["lock", "site", "thread", "cpu", "pair", "process"];
+    pub const VALUES: &'static [&'static str] =
+        &["lock", "site", "thread", "cpu", "pair", "process"];
     /// The canonical spelling.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -36,7 +36,11 @@ pub fn open_run(path: &Path, opts: &SymbolizeOptions) -> Result<OpenRun, FileErr
 /// The file name of a profile's final executable, as processes are named.
 fn image_name(p: &Profile) -> String {
     let h = &p.header;
-    let s = if h.exe.is_empty() { h.cmdline.first().cloned().unwrap_or_default() } else { h.exe.clone() };
+    let s = if h.exe.is_empty() {
+        h.cmdline.first().cloned().unwrap_or_default()
+    } else {
+        h.exe.clone()
+    };
     s.rsplit('/').next().unwrap_or(&s).to_owned()
 }
 
@@ -59,8 +63,11 @@ impl OpenRun {
             }
         };
         if !self.parts.iter().any(|(p, _)| want.contains(&p.header.pid)) {
-            let mut have: Vec<String> =
-                self.parts.iter().map(|(p, _)| format!("{}[{}]", image_name(p), p.header.pid)).collect();
+            let mut have: Vec<String> = self
+                .parts
+                .iter()
+                .map(|(p, _)| format!("{}[{}]", image_name(p), p.header.pid))
+                .collect();
             have.dedup();
             return Err(format!(
                 "no process '{sel}' in this file (it holds {}); give one of those pids or names to --process",
@@ -73,8 +80,7 @@ impl OpenRun {
 
     /// The whole run as one analysis: each image folded with `filter`, then merged.
     pub fn analysis(&mut self, filter: &Filter) -> Analysis {
-        let parts =
-            self.parts.iter_mut().map(|(p, sym)| Analysis::build(p, sym, filter)).collect();
+        let parts = self.parts.iter_mut().map(|(p, sym)| Analysis::build(p, sym, filter)).collect();
         Analysis::merge(parts)
     }
 

@@ -51,7 +51,11 @@ impl ProcessAgg {
 /// An analysis of nothing, the start of a merge.
 fn empty() -> Analysis {
     use lockmeter_format::model::Profile;
-    Analysis::build(&Profile::default(), &mut crate::symbolize::NoSymbols, &super::Filter::default())
+    Analysis::build(
+        &Profile::default(),
+        &mut crate::symbolize::NoSymbols,
+        &super::Filter::default(),
+    )
 }
 
 /// The file name of the image's executable, else of its first argument, else `?`.
@@ -102,7 +106,9 @@ impl Analysis {
         for a in &parts {
             let seq = a.header.image_seq;
             for p in &a.processes {
-                let e = procs.entry(p.pid).or_insert_with(|| (seq, ProcessAgg { images: 0, ..p.clone() }));
+                let e = procs
+                    .entry(p.pid)
+                    .or_insert_with(|| (seq, ProcessAgg { images: 0, ..p.clone() }));
                 if seq >= e.0 {
                     e.0 = seq;
                     e.1.name = p.name.clone();
@@ -131,10 +137,8 @@ impl Analysis {
         let span = header.end_unix_ns.saturating_sub(header.start_unix_ns);
         header.duration_ns =
             parts.iter().map(|a| a.header.duration_ns).max().unwrap_or(0).max(span);
-        if let Some(last) = parts
-            .iter()
-            .filter(|a| a.header.pid == root.pid)
-            .max_by_key(|a| a.header.image_seq)
+        if let Some(last) =
+            parts.iter().filter(|a| a.header.pid == root.pid).max_by_key(|a| a.header.image_seq)
         {
             header.end_reason = last.header.end_reason;
         }
@@ -176,7 +180,10 @@ impl Analysis {
             for mut l in a.locks {
                 l.id = l.id.saturating_add(lock_base);
                 if let Some(p) = &prefix {
-                    l.name = Some(format!("{p}{}", l.name.take().unwrap_or_else(|| format!("{:#x}", l.address))));
+                    l.name = Some(format!(
+                        "{p}{}",
+                        l.name.take().unwrap_or_else(|| format!("{:#x}", l.address))
+                    ));
                 }
                 let name = l.display_name();
                 for s in &mut l.sites {
