@@ -230,7 +230,7 @@ impl Ran {
         status: std::process::ExitStatus,
         blind_spot: Option<String>,
         output: &Path,
-        (main, others): (Option<PathBuf>, Vec<PathBuf>),
+        (main, others): Profiles,
         dir: &crate::collect::RunDir,
         manifest: Option<&crate::tree::Manifest>,
     ) -> Result<Ran> {
@@ -364,6 +364,9 @@ fn written_profiles(output: &Path, start: SystemTime) -> (Option<PathBuf>, Vec<P
     (main, others)
 }
 
+/// The profiles a run's processes wrote: the first process's, then the others.
+type Profiles = (Option<PathBuf>, Vec<PathBuf>);
+
 /// `run --kernel`: the eBPF collector starts the metered command, then each process's kernel
 /// profile is folded into its preload profile ([`lockmeter_format::merge::merge_kernel`]).
 fn run_with_kernel(
@@ -373,7 +376,7 @@ fn run_with_kernel(
     output: &Path,
     manifest: &Option<crate::tree::Manifest>,
     args: &RunArgs,
-) -> Result<(std::process::ExitStatus, (Option<PathBuf>, Vec<PathBuf>))> {
+) -> Result<(std::process::ExitStatus, Profiles)> {
     use lockmeter_format::files::write_new;
     let start = SystemTime::now();
     let envs = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();

@@ -1,12 +1,12 @@
-//! A run's process tree: every profile one `run` wrote (one per process image), which of them
-//! leads the summary, and how the program it measured was reached from the command the user
-//! typed (a pyenv shim, a shell wrapper, `env`, `make`).
+//! A run's process tree: every profile the run's processes wrote (one per process image, before
+//! `run` joins those that took locks into one file, [`crate::collect`]), which of them names the
+//! program, and how it was reached from the command the user typed (a pyenv shim, a shell
+//! wrapper, `env`, `make`).
 //!
-//! The summary leads with the image that took the most locks, not with the first image: under a
-//! launcher the first image is a shell that took none, and the program the user meant is a
-//! grandchild. Processes are not merged into one table: each has its own address space, so its
-//! locks, sites and stacks mean nothing in another's (a profile holds one process); instead a
-//! table lists each process that took locks, with its file.
+//! The summary covers every process of the run file; its first line names the image that took
+//! the most locks, not the first image: under a launcher the first image is a shell that took
+//! none, and the program the user meant is a grandchild. A table lists each process that took
+//! locks.
 
 use lockmeter_report::units::{Align, Table, fmt_ns};
 use std::os::unix::ffi::OsStrExt;

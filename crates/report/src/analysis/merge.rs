@@ -99,7 +99,7 @@ impl Analysis {
     /// name starts with its process (`python3[1234]: `). One analysis is returned as it is.
     pub fn merge(mut parts: Vec<Analysis>) -> Analysis {
         if parts.len() <= 1 {
-            return parts.pop().unwrap_or_else(|| empty());
+            return parts.pop().unwrap_or_else(empty);
         }
         // Processes by pid: the images of one pid are one process, named by its last image.
         let mut procs: BTreeMap<u32, (u32, ProcessAgg)> = BTreeMap::new();
