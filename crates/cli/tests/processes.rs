@@ -469,3 +469,41 @@ fn a_lone_process_writes_a_plain_profile_that_old_readers_read() {
     assert_eq!(p.records.iter().map(|r| r.stats.acquisitions).sum::<u64>(), 200, "{ran}");
     Profile::load(&s.path("l.lmp"), &ran).expect_lock("big_lock", "mutex", 200);
 }
+
+#[test]
+fn a_process_that_outlives_the_program_is_named_as_not_collected() {
+    // The script leaves a background subshell running (a daemon) and exits: `run` writes the
+    // file without it and says which process was not collected and where it will write.
+    let s = Scratch::new("daemon");
+    let exe = s.compile("hammer");
+    let wrap = script(
+        &s,
+        "wrap.sh",
+        &format!(
+            "#!/bin/sh\n{e} 1 300\n(sleep 2; {e} 1 10) &\necho \"bg $!\"\n",
+            e = exe.display()
+        ),
+    );
+    let tmp = s.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = s.path("d.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("TMPDIR", &tmp).args([
+        "run",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        wrap.to_str().unwrap(),
+    ]);
+    let ran = finish("lockmeter run (daemon)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let bg = printed_pid(&ran, "bg ");
+    let line = ran
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("lockmeter: not collected: "))
+        .unwrap_or_else(|| panic!("no not-collected line\n{ran}"));
+    assert!(line.contains(&format!("[{bg}]")), "{line}\n{ran}");
+    assert!(line.contains(tmp.to_str().unwrap()), "{line}\n{ran}");
+    Profile::load(&out, &ran).expect_lock("big_lock", "mutex", 300);
+}
