@@ -265,3 +265,71 @@ impl Analysis {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbolize::NoSymbols;
+    use lockmeter_format::model::{LockInfo, LockKind, Mode, Profile, Record, Stats, ThreadInfo};
+
+    /// A process image with one lock `name` (id 1) taken `acq` times by thread 1.
+    fn image(pid: u32, seq: u32, exe: &str, name: &str, acq: u64) -> Analysis {
+        let mut stats = Stats::default();
+        stats.acquisitions = acq;
+        let p = Profile {
+            header: Header { pid, ppid: 1, image_seq: seq, exe: exe.into(), ..Header::default() },
+            threads: vec![ThreadInfo { index: 1, tid: pid, name: "t".into() }],
+            locks: vec![LockInfo {
+                id: 1,
+                address: 0x1000,
+                generation: 0,
+                kind: LockKind::Mutex,
+                name: Some(name.into()),
+            }],
+            records: if acq > 0 {
+                vec![Record { thread: 1, lock: 1, site: 0x10, mode: Mode::Exclusive, stats }]
+            } else {
+                Vec::new()
+            },
+            ..Profile::default()
+        };
+        Analysis::build(&p, &mut NoSymbols, &super::super::Filter::default())
+    }
+
+    #[test]
+    fn one_process_with_locks_keeps_its_names_and_an_exec_is_one_process() {
+        let a = Analysis::merge(vec![
+            image(10, 0, "/bin/sh", "unused", 0),
+            image(10, 1, "/usr/bin/python3.11", "gil", 500),
+        ]);
+        assert!(!a.several_processes());
+        assert_eq!(a.totals.agg.stats.acquisitions, 500);
+        let names: Vec<String> = a.locks.iter().map(|l| l.display_name()).collect();
+        assert!(names.contains(&"gil".to_owned()), "{names:?}");
+        assert_eq!(a.processes.len(), 1);
+        assert_eq!((a.processes[0].name.as_str(), a.processes[0].images), ("python3.11", 2));
+    }
+
+    #[test]
+    fn several_processes_sum_and_name_each_lock_with_its_process() {
+        let a = Analysis::merge(vec![
+            image(10, 0, "/x/forker", "l", 3),
+            image(11, 0, "/x/forker", "l", 4),
+        ]);
+        assert!(a.several_processes());
+        assert_eq!(a.totals.agg.stats.acquisitions, 7);
+        assert_eq!(a.totals.locks, 2);
+        let mut names: Vec<String> = a.locks.iter().map(|l| l.display_name()).collect();
+        names.sort();
+        assert_eq!(names, ["forker[10]: l", "forker[11]: l"]);
+        // Lock ids and thread indices stay distinct, and sites follow their lock.
+        assert_ne!(a.locks[0].id, a.locks[1].id);
+        assert_ne!(a.threads[0].index, a.threads[1].index);
+        for l in &a.locks {
+            assert!(l.sites.iter().all(|s| s.lock == l.id));
+        }
+        let by_pid: Vec<(u32, u64)> =
+            a.processes.iter().map(|p| (p.pid, p.agg.stats.acquisitions)).collect();
+        assert_eq!(by_pid, [(10, 3), (11, 4)]);
+    }
+}
