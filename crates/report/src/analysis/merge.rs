@@ -274,8 +274,7 @@ mod tests {
 
     /// A process image with one lock `name` (id 1) taken `acq` times by thread 1.
     fn image(pid: u32, seq: u32, exe: &str, name: &str, acq: u64) -> Analysis {
-        let mut stats = Stats::default();
-        stats.acquisitions = acq;
+        let stats = Stats { acquisitions: acq, ..Stats::default() };
         let p = Profile {
             header: Header { pid, ppid: 1, image_seq: seq, exe: exe.into(), ..Header::default() },
             threads: vec![ThreadInfo { index: 1, tid: pid, name: "t".into() }],
