@@ -10,10 +10,20 @@ use std::path::{Path, PathBuf};
 use crate::tree::Tree;
 
 /// A private directory (mode 0700, created new under the temporary directory) for the
-/// profiles a run's processes write; removed with what `run` collected from it.
+/// profiles a run's processes write; removed when dropped (empty: [`collect`] removes the
+/// profiles), unless a process still running will write into it.
 #[derive(Debug)]
 pub(crate) struct RunDir {
     dir: PathBuf,
+    keep: std::cell::Cell<bool>,
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if !self.keep.get() {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
 }
 
 impl RunDir {
@@ -24,7 +34,7 @@ impl RunDir {
         for n in 0..100 {
             let dir = base.join(format!("lockmeter-run-{}-{n}", std::process::id()));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => return Ok(RunDir { dir }),
+                Ok(()) => return Ok(RunDir { dir, keep: std::cell::Cell::new(false) }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => {
                     last = Some(e);
@@ -63,8 +73,8 @@ pub(crate) struct Collected {
 
 /// Joins the run's profiles (`main`, the first process's, then `others`) into one new file at
 /// `output` ([`lockmeter_format::files::write_new`]): each image that took a lock, and the
-/// first one even if it took none. Then removes the profiles and `dir`, unless a process of the
-/// run is still running (it writes into `dir` when it ends; it is named in `left`).
+/// first one even if it took none. Then removes the profiles; `dir` is kept when a process of
+/// the run is still running (it writes into `dir` when it ends; it is named in `left`).
 pub(crate) fn collect(
     output: &Path,
     main: Option<PathBuf>,
@@ -96,9 +106,7 @@ pub(crate) fn collect(
     for p in &paths {
         let _ = std::fs::remove_file(p);
     }
-    if left.is_empty() {
-        let _ = std::fs::remove_dir(dir.path());
-    }
+    dir.keep.set(!left.is_empty());
     Ok(Collected { file, tree, left })
 }
 
@@ -136,7 +144,8 @@ mod tests {
         let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         assert!(a.first_profile().starts_with(a.path()));
-        std::fs::remove_dir(a.path()).unwrap();
-        std::fs::remove_dir(b.path()).unwrap();
+        let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+        drop((a, b));
+        assert!(!pa.exists() && !pb.exists());
     }
 }
