@@ -50,8 +50,8 @@ pub(crate) struct DiffArgs {
 }
 
 fn load(p: &Path, opts: &SymbolizeOptions) -> Result<Analysis> {
-    let (profile, mut sym) = lockmeter_report::open(p, opts)?;
-    let a = Analysis::with_symbolizer(&profile, &mut sym);
+    let a =
+        crate::report_cmd::open_run(p, opts, None)?.analysis(&lockmeter_report::Filter::default());
     for n in &a.notes {
         eprintln!("lockmeter: note: {}: {n}", p.display());
     }

@@ -2,8 +2,8 @@
 //! waits.
 
 use anyhow::{Context, Result};
+use lockmeter_report::SymbolizeOptions;
 use lockmeter_report::export::{ExportError, perfetto, pprof};
-use lockmeter_report::{Symbolize, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -74,13 +74,13 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             .into());
         }
     }
-    let (profile, mut sym) = {
-        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-            .map_err(anyhow::Error::msg)?;
-        lockmeter_report::open(&a.file, &opts)?
-    };
+    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    // Every process of the run file, each folded on its own, then merged.
+    let mut run = crate::report_cmd::open_run(&a.file, &opts, None)?;
+    let analysis = run.analysis(&lockmeter_report::Filter::default());
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
-        let pb = pprof::build(&profile, &mut sym);
+        let pb = pprof::from_analysis(&analysis);
         let mut buf = Vec::new();
         pprof::write(&pb, gzip, &mut buf)?;
         lockmeter_format::files::write_new(p, &buf)?;
@@ -93,7 +93,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
     }
     if let Some(p) = &a.csv {
         let mut buf = Vec::new();
-        pprof::write_csv(&profile, &mut sym, &mut buf)?;
+        pprof::write_csv_from(&analysis, &mut buf)?;
         if p.as_os_str() == "-" {
             let mut o = std::io::stdout().lock();
             o.write_all(&buf).context("cannot write to standard output")?;
@@ -104,7 +104,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
         }
     }
     if let Some(p) = &a.perfetto {
-        let t = perfetto::trace(&profile, &mut sym)?;
+        let t = perfetto::trace_run(&mut run.parts)?;
         lockmeter_format::files::write_new(p, &perfetto::to_json(&t))?;
         let waits = t.events.iter().filter(|e| e.ph == "X" && e.name.starts_with("wait ")).count();
         eprintln!(
@@ -112,6 +112,6 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             p.display()
         );
     }
-    crate::print_notes(&sym.notes());
+    crate::print_notes(&run.notes());
     Ok(())
 }

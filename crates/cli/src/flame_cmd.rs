@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use lockmeter_report::export::flame::{self, FlameOptions};
 use lockmeter_report::export::{ExportError, Weight};
-use lockmeter_report::{Symbolize, SymbolizeOptions};
+use lockmeter_report::{Filter, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -68,20 +68,20 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
         }
         (p, _) => p.clone(),
     };
-    let (profile, mut sym) = {
-        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-            .map_err(anyhow::Error::msg)?;
-        lockmeter_report::open(&a.file, &opts)?
-    };
+    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    // Every process of the run file, each folded on its own, then merged.
+    let mut run = crate::report_cmd::open_run(&a.file, &opts, None)?;
+    let analysis = run.analysis(&Filter { lock: a.lock.clone(), function: None });
     let mut buf = Vec::new();
     if a.folded {
-        let lines = flame::folded(&profile, &mut sym, a.weight, a.lock.as_deref());
+        let lines = flame::folded_from(&analysis, a.weight);
         flame::write_folded(&lines, &mut buf)?;
     } else {
         let opts = FlameOptions { weight: a.weight, lock: a.lock, title: a.title };
-        flame::flamegraph(&profile, &mut sym, &opts, &mut buf)?;
+        flame::flamegraph_from(&analysis, &opts, &mut buf)?;
     }
-    crate::print_notes(&sym.notes());
+    crate::print_notes(&run.notes());
     match out {
         Some(p) => {
             lockmeter_format::files::write_new(&p, &buf)?;

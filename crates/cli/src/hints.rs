@@ -34,11 +34,10 @@ fn elf_needed(file: &object::File<'_>) -> Vec<String> {
         .collect()
 }
 
-/// The line to print after a `run` whose preload profile at `profile` recorded no acquisition,
+/// The line to print after a `run` whose preload profile `p` recorded no acquisition,
 /// when the program's runtime is one whose locks the preload cannot see; `None` otherwise (the
 /// report's own line then says what sees non-pthread locks).
-pub(crate) fn no_acquisitions(profile: &Path) -> Option<String> {
-    let p = lockmeter_format::read_profile_file(profile).ok()?;
+pub(crate) fn no_acquisitions(p: &lockmeter_format::Profile) -> Option<String> {
     if p.header.collector != "preload" || p.records.iter().any(|r| r.stats.acquisitions > 0) {
         return None;
     }

@@ -2,6 +2,7 @@
 //! `lockmeter-preload` (the collector), `lockmeter-format` (profiles), `lockmeter-report`
 //! (reports) and `lockmeter-bench` (the lock laboratory).
 
+mod collect;
 mod compare;
 mod ctl;
 mod demo;

@@ -1,8 +1,8 @@
 //! `lockmeter plot`: figures of wait and hold time per lock.
 
 use anyhow::{Result, bail};
+use lockmeter_report::SymbolizeOptions;
 use lockmeter_report::export::plot::{self, ImageFormat, PlotKind, PlotOptions};
-use lockmeter_report::{Analysis, SymbolizeOptions};
 use std::path::PathBuf;
 
 /// Options of `lockmeter plot`.
@@ -41,12 +41,10 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     if a.top == 0 {
         bail!("--top must be at least 1");
     }
-    let (profile, mut sym) = {
-        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-            .map_err(anyhow::Error::msg)?;
-        lockmeter_report::open(&a.file, &opts)?
-    };
-    let analysis = Analysis::with_symbolizer(&profile, &mut sym);
+    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let analysis = crate::report_cmd::open_run(&a.file, &opts, None)?
+        .analysis(&lockmeter_report::Filter::default());
     crate::print_notes(&analysis.notes);
     let opts = PlotOptions { kind: a.kind, top: a.top, lock: a.lock };
     plot::plot_to_file(&analysis, &opts, &a.out)?;

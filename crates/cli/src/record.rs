@@ -95,24 +95,31 @@ pub(crate) fn record(a: RecordArgs) -> Result<ExitCode> {
         preload: None,
     };
     let rec = lockmeter_kernel::record(&opts, &mut |m| eprintln!("lockmeter: {m}"))?;
-    let mut main = None;
-    let mut others = Vec::new();
-    for (i, p) in rec.profiles.iter().enumerate() {
-        let path = if i == 0 {
-            output.clone()
-        } else {
-            PathBuf::from(format!("{}.{}", output.display(), p.header.pid))
-        };
-        let bytes = lockmeter_format::to_bytes(p)?;
-        lockmeter_format::files::write_new(&path, &bytes)?;
-        if i == 0 {
-            main = Some(path);
-        } else {
-            others.push(path);
-        }
-    }
+    // One file: every process recorded, back to back (a run file).
+    let images = rec
+        .profiles
+        .iter()
+        .map(|p| {
+            let key = PathBuf::from(format!("{}.{}", p.header.pid, p.header.image_seq));
+            crate::tree::Image::of(&key, p)
+        })
+        .collect();
+    let file = if rec.profiles.is_empty() {
+        None
+    } else {
+        let run = lockmeter_format::Run { processes: rec.profiles };
+        lockmeter_format::files::write_new(&output, &lockmeter_format::run_to_bytes(&run)?)?;
+        Some(output.clone())
+    };
     let status = rec.status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0));
-    let ran = crate::run::Ran { status, main, others, blind_spot: None };
+    let ran = crate::run::Ran {
+        status,
+        file,
+        tree: crate::tree::Tree { images },
+        left: Vec::new(),
+        left_dir: None,
+        blind_spot: None,
+    };
     let prog: Vec<OsString> = match &opts.target {
         Target::Command(c) => c.clone(),
         Target::Pid(p) => vec![format!("pid {p}").into()],

@@ -1,11 +1,8 @@
 //! `lockmeter report`.
 
 use anyhow::{Context, Result};
-use lockmeter_format::model::Profile;
 use lockmeter_report::export::flame::{self, FlameOptions};
-use lockmeter_report::{
-    Analysis, By, Filter, Format, ReportOptions, SortKey, SymbolizeOptions, Symbolizer,
-};
+use lockmeter_report::{Analysis, By, Filter, Format, ReportOptions, SortKey, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +12,8 @@ pub(crate) struct ReportArgs {
     /// The profile to read (written by `lockmeter run`).
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// View: lock, site, thread, cpu, or pair (who waited on whom: waiter site, holder site).
+    /// View: lock, site, thread, cpu, pair (who waited on whom: waiter site, holder site), or
+    /// process (one row per process of the run: pid, parent, name of its final image).
     #[arg(long, default_value = "lock")]
     by: By,
     /// Sort key: wait, wait-max, hold, hold-max, acquisitions, contended, contention-rate, name.
@@ -52,17 +50,30 @@ pub(crate) struct ReportArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
+    /// Report only this process of the run: a pid, or a name (its final image's file name).
+    /// Default: every process, a lock's name starting with its process when several took locks.
+    #[arg(long, value_name = "PID|NAME")]
+    process: Option<String>,
+}
+
+/// Opens the run file `path` for a view, keeping only `process` when given (`--process`).
+pub(crate) fn open_run(
+    path: &Path,
+    opts: &SymbolizeOptions,
+    process: Option<&str>,
+) -> Result<lockmeter_report::OpenRun> {
+    let mut run = lockmeter_report::open_run(path, opts)?;
+    if let Some(sel) = process {
+        run.select(sel).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    Ok(run)
 }
 
 /// The flame graph of waiter stacks that the HTML report shows, when the profile has any.
-fn flame_svg(
-    profile: &Profile,
-    sym: &mut Symbolizer,
-    lock: Option<&str>,
-) -> Result<Option<String>> {
+fn flame_svg(analysis: &Analysis, lock: Option<&str>) -> Result<Option<String>> {
     let opts = FlameOptions { lock: lock.map(str::to_owned), ..FlameOptions::default() };
     let mut buf = Vec::new();
-    match flame::flamegraph(profile, sym, &opts, &mut buf) {
+    match flame::flamegraph_from(analysis, &opts, &mut buf) {
         Ok(()) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
         Err(lockmeter_report::export::ExportError::Empty(_)) => Ok(None),
         Err(e) => Err(e.into()),
@@ -75,12 +86,10 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
         lockmeter_format::files::check_new(p)?;
     }
     let filter = Filter { lock: a.lock.clone(), function: a.function.clone() };
-    let (profile, mut sym) = {
-        let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-            .map_err(anyhow::Error::msg)?;
-        lockmeter_report::open(&a.file, &opts)?
-    };
-    let analysis = Analysis::build(&profile, &mut sym, &filter);
+    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let mut run = open_run(&a.file, &opts, a.process.as_deref())?;
+    let analysis = run.analysis(&filter);
     let opts = ReportOptions {
         by: a.by,
         sort: a.sort,
@@ -91,7 +100,7 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
     };
     let mut buf = Vec::new();
     if a.format == Format::Html {
-        let flame = flame_svg(&profile, &mut sym, a.lock.as_deref())?;
+        let flame = flame_svg(&analysis, a.lock.as_deref())?;
         lockmeter_report::html(&analysis, &opts, flame.as_deref(), &mut buf)
     } else {
         lockmeter_report::render(&analysis, &opts, &mut buf)
@@ -111,10 +120,10 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
     Ok(())
 }
 
-/// The short report `run` prints.
+/// The short report `run` prints: of every process in the run file.
 pub(crate) fn summary(file: &Path, top: usize) -> Result<String> {
-    let (profile, mut sym) = lockmeter_report::open(file, &SymbolizeOptions::default())?;
-    let analysis = Analysis::with_symbolizer(&profile, &mut sym);
+    let opts = SymbolizeOptions { enabled: true, symbols_dir: None };
+    let analysis = open_run(file, &opts, None)?.analysis(&Filter::default());
     let mut v = Vec::new();
     lockmeter_report::summary(&analysis, top, &mut v)?;
     Ok(String::from_utf8_lossy(&v).into_owned())

@@ -213,10 +213,32 @@ pub(crate) fn metered_command(
 /// Result of running a program under the collector.
 pub(crate) struct Ran {
     pub(crate) status: std::process::ExitStatus,
-    pub(crate) main: Option<PathBuf>,
-    pub(crate) others: Vec<PathBuf>,
+    /// The run file: every process that took locks, and the first one.
+    pub(crate) file: Option<PathBuf>,
+    /// Every process image that wrote a profile, idle launchers included.
+    pub(crate) tree: crate::tree::Tree,
+    /// Processes still running when the program ended (`name[pid]`), not in the file.
+    pub(crate) left: Vec<String>,
+    /// Where the processes still running will write their profiles.
+    pub(crate) left_dir: Option<PathBuf>,
     /// Why the collector could not reach the program, said before it ran.
     pub(crate) blind_spot: Option<String>,
+}
+
+impl Ran {
+    /// `ran` once the profiles of the run are collected into `output`.
+    fn collected(
+        status: std::process::ExitStatus,
+        blind_spot: Option<String>,
+        output: &Path,
+        (main, others): Profiles,
+        dir: &crate::collect::RunDir,
+        manifest: Option<&crate::tree::Manifest>,
+    ) -> Result<Ran> {
+        let c = crate::collect::collect(output, main, others, dir, manifest.map(|m| m.path()))?;
+        let left_dir = (!c.left.is_empty()).then(|| dir.path().to_path_buf());
+        Ok(Ran { status, file: c.file, tree: c.tree, left: c.left, left_dir, blind_spot })
+    }
 }
 
 /// Runs `command` under the preload, writing `output`.
@@ -241,7 +263,11 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     // error before the program runs (the collector, too, only ever creates new names).
     lockmeter_format::files::check_new(&output)?;
     check_writable(&output)?;
-    let mut cmd = metered_command(command, &lib, &output, &args.collector)?;
+    // The processes write their profiles into a private directory; `run` joins them into one
+    // file at `output` when the program ends.
+    let dir = crate::collect::RunDir::create()?;
+    let frag = dir.first_profile();
+    let mut cmd = metered_command(command, &lib, &frag, &args.collector)?;
     if let Some(d) = &args.pprof_dir {
         crate::pprof_dir::check(d)?;
     }
@@ -255,7 +281,8 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         cmd.env(settings::LOCK_FILTER.env, v);
     }
     if args.kernel {
-        return run_with_kernel(command, &cmd, &lib, &output, manifest, blind_spot, args);
+        let (status, profiles) = run_with_kernel(command, &cmd, &lib, &frag, &manifest, args)?;
+        return Ran::collected(status, blind_spot, &output, profiles, &dir, manifest.as_ref());
     }
     // Ctrl-C reaches the program and us alike (one process group): we ignore it and wait for the
     // program to write its profile. SIGTERM and SIGHUP sent to us are forwarded to it.
@@ -310,12 +337,12 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
-    let (main, others) = profiles_of_the_run(&output, start, manifest.as_ref());
+    let (main, others) = profiles_of_the_run(&frag, start, manifest.as_ref());
     if let (Some(w), Some(d)) = (pprof, &args.pprof_dir) {
         let n = w.finish(main.as_deref());
         eprintln!("lockmeter: {n} pprof files (one per interval) in {}", d.display());
     }
-    Ok(Ran { status, main, others, blind_spot })
+    Ran::collected(status, blind_spot, &output, (main, others), &dir, manifest.as_ref())
 }
 
 /// The profiles this run wrote: those the manifest lists, else (no manifest could be made) the
@@ -357,6 +384,9 @@ fn written_profiles(output: &Path, start: SystemTime) -> (Option<PathBuf>, Vec<P
     (main, others)
 }
 
+/// The profiles a run's processes wrote: the first process's, then the others.
+type Profiles = (Option<PathBuf>, Vec<PathBuf>);
+
 /// `run --kernel`: the eBPF collector starts the metered command, then each process's kernel
 /// profile is folded into its preload profile ([`lockmeter_format::merge::merge_kernel`]).
 fn run_with_kernel(
@@ -364,10 +394,9 @@ fn run_with_kernel(
     cmd: &Command,
     lib: &Path,
     output: &Path,
-    manifest: Option<crate::tree::Manifest>,
-    blind_spot: Option<String>,
+    manifest: &Option<crate::tree::Manifest>,
     args: &RunArgs,
-) -> Result<Ran> {
+) -> Result<(std::process::ExitStatus, Profiles)> {
     use lockmeter_format::files::write_new;
     let start = SystemTime::now();
     let envs = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
@@ -430,7 +459,7 @@ fn run_with_kernel(
             others.push(path);
         }
     }
-    Ok(Ran { status, main, others, blind_spot })
+    Ok((status, (main, others)))
 }
 
 /// `lockmeter run`.
@@ -456,8 +485,9 @@ fn shell_word(path: &Path) -> String {
 }
 
 /// The line after the summary: the commands that answer the next questions about `profile`
-/// (who waited on whom, their stacks, the interactive report).
-pub(crate) fn next_commands(profile: &Path) -> String {
+/// (who waited on whom, their stacks, the interactive report; with `processes`, each process
+/// apart).
+pub(crate) fn next_commands(profile: &Path, processes: bool) -> String {
     let file = shell_word(profile);
     let html = if profile.extension().is_some_and(|e| e == "lmp") {
         profile.with_extension("html")
@@ -467,29 +497,26 @@ pub(crate) fn next_commands(profile: &Path) -> String {
         PathBuf::from(p)
     };
     let html = shell_word(&html);
-    format!("next: lockmeter report {file} --by pair | --stacks | --format html -o {html}")
+    let by = if processes { " | --by process" } else { "" };
+    format!("next: lockmeter report {file} --by pair | --stacks{by} | --format html -o {html}")
 }
 
-/// Up to this many child profiles, `run` names each; past it, only those that took locks.
-const LIST_ALL: usize = 10;
-
-/// Prints the short report and the files written, and turns the program's status into ours.
+/// Prints the short report and the file written, and turns the program's status into ours.
 pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -> Result<ExitCode> {
     let prog = command.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    // The summary is of the image that took the most locks (under a launcher, the program the
-    // user meant, not the shell that started it), with a table of the others.
-    let tree = crate::tree::Tree::read(ran.main.iter().chain(&ran.others));
-    let lead = tree.lead().map(|l| l.path.clone()).or_else(|| ran.main.clone());
-    if let Some(lead) = &lead {
+    // The summary covers every process of the run file (under a launcher, the program the user
+    // meant as well as the shell that started it), named with the launchers it came through.
+    let tree = &ran.tree;
+    if let Some(file) = &ran.file {
         if !quiet {
             if let Some(line) = tree.lead_line() {
                 eprintln!("{line}");
             }
-            match crate::report_cmd::summary(lead, top) {
+            match crate::report_cmd::summary(file, top) {
                 Ok(s) => {
                     eprint!("{s}");
                     eprintln!();
-                    eprintln!("{}", next_commands(lead));
+                    eprintln!("{}", next_commands(file, tree.busy() > 1));
                 }
                 Err(e) => eprintln!("lockmeter: {e:#}"),
             }
@@ -498,15 +525,19 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
                 eprint!("{table}");
             }
         }
-        if let Some(hint) = crate::hints::no_acquisitions(lead) {
+        let run = lockmeter_format::read_run_file(file).ok();
+        let lead = tree.lead().and_then(|l| {
+            run.as_ref()?
+                .processes
+                .iter()
+                .find(|p| (p.header.pid, p.header.image_seq) == (l.pid, l.image_seq))
+        });
+        if let Some(hint) = lead.and_then(crate::hints::no_acquisitions) {
             eprintln!("{hint}");
         }
-    }
-    match &ran.main {
-        Some(main) => {
-            eprintln!("lockmeter: profile written to {}", main.display());
-        }
-        None if ran.others.is_empty() => match ran.status.signal() {
+        eprintln!("lockmeter: profile written to {}", file.display());
+    } else {
+        match ran.status.signal() {
             Some(sig) => eprintln!(
                 "lockmeter: {prog} was killed by signal {sig} ({}) before it could write a profile, and no guardian wrote one (it is off with --guardian 0, and needs Linux 5.3 or later on x86_64)",
                 signal_name(sig)
@@ -515,38 +546,21 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
             None => eprintln!(
                 "lockmeter: {prog} wrote no profile: it replaced LD_PRELOAD, metering was disabled, or it ended without running exit handlers (a raw exit_group, as Go does) while the guardian was off (--guardian 0) or unavailable (it needs Linux 5.3 or later on x86_64)"
             ),
-        },
-        None => {}
+        }
     }
-    if !ran.others.is_empty() {
+    if !ran.left.is_empty() {
+        let dir = ran.left_dir.as_deref().map(|d| d.display().to_string()).unwrap_or_default();
         eprintln!(
-            "lockmeter: {} more profile(s), from child processes or exec'd images:",
-            ran.others.len()
+            "lockmeter: not collected: {} still running when {prog} ended ({}); each writes its own profile into {dir} when it ends",
+            if ran.left.len() == 1 { "1 process was" } else { "processes were" },
+            ran.left.join(", ")
         );
-        // Past a few, only those that took locks are named (a launcher such as a pyenv shim
-        // starts dozens of processes that took none).
-        let idle = |o: &PathBuf| tree.images.iter().any(|i| &i.path == o && i.acquisitions == 0);
-        let long = ran.others.len() > LIST_ALL;
-        let mut quiet_ones = 0;
-        for o in &ran.others {
-            if long && idle(o) {
-                quiet_ones += 1;
-            } else {
-                eprintln!("  {}", o.display());
-            }
-        }
-        if quiet_ones > 0 {
-            match &ran.main {
-                Some(m) => eprintln!("  and {quiet_ones} that took no lock ({}.*)", shell_word(m)),
-                None => eprintln!("  and {quiet_ones} that took no lock"),
-            }
-        }
     }
     if let Some(code) = ran.status.code() {
         return Ok(ExitCode::from(code as u8));
     }
     let sig = ran.status.signal().unwrap_or(0);
-    if ran.main.is_some() || !ran.others.is_empty() {
+    if ran.file.is_some() {
         eprintln!("lockmeter: {prog} was killed by signal {sig} ({})", signal_name(sig));
     }
     Ok(ExitCode::from((128 + sig).min(255) as u8))
@@ -560,19 +574,19 @@ mod tests {
     #[test]
     fn next_commands_name_the_profile_and_its_html_report() {
         assert_eq!(
-            next_commands(Path::new("lockmeter-1.lmp")),
+            next_commands(Path::new("lockmeter-1.lmp"), false),
             "next: lockmeter report lockmeter-1.lmp --by pair | --stacks | --format html -o lockmeter-1.html"
         );
         assert_eq!(
-            next_commands(Path::new("/tmp/my run/p.lmp")),
-            "next: lockmeter report '/tmp/my run/p.lmp' --by pair | --stacks | --format html -o '/tmp/my run/p.html'"
+            next_commands(Path::new("/tmp/my run/p.lmp"), true),
+            "next: lockmeter report '/tmp/my run/p.lmp' --by pair | --stacks | --by process | --format html -o '/tmp/my run/p.html'"
         );
         assert_eq!(
-            next_commands(Path::new("p.lmp.41.2")),
+            next_commands(Path::new("p.lmp.41.2"), false),
             "next: lockmeter report p.lmp.41.2 --by pair | --stacks | --format html -o p.lmp.41.2.html"
         );
         assert_eq!(
-            next_commands(Path::new("it's.lmp")),
+            next_commands(Path::new("it's.lmp"), false),
             "next: lockmeter report 'it'\\''s.lmp' --by pair | --stacks | --format html -o 'it'\\''s.html'"
         );
     }

@@ -1,12 +1,12 @@
-//! A run's process tree: every profile one `run` wrote (one per process image), which of them
-//! leads the summary, and how the program it measured was reached from the command the user
-//! typed (a pyenv shim, a shell wrapper, `env`, `make`).
+//! A run's process tree: every profile the run's processes wrote (one per process image, before
+//! `run` joins those that took locks into one file, [`crate::collect`]), which of them names the
+//! program, and how it was reached from the command the user typed (a pyenv shim, a shell
+//! wrapper, `env`, `make`).
 //!
-//! The summary leads with the image that took the most locks, not with the first image: under a
-//! launcher the first image is a shell that took none, and the program the user meant is a
-//! grandchild. Processes are not merged into one table: each has its own address space, so its
-//! locks, sites and stacks mean nothing in another's (a profile holds one process); instead a
-//! table lists each process that took locks, with its file.
+//! The summary covers every process of the run file; its first line names the image that took
+//! the most locks, not the first image: under a launcher the first image is a shell that took
+//! none, and the program the user meant is a grandchild. A table lists each process that took
+//! locks.
 
 use lockmeter_report::units::{Align, Table, fmt_ns};
 use std::os::unix::ffi::OsStrExt;
@@ -31,8 +31,13 @@ impl Image {
     /// anyway).
     fn read(path: &Path) -> Option<Image> {
         let p = lockmeter_format::read_profile_file(path).ok()?;
+        Some(Image::of(path, &p))
+    }
+
+    /// The image of profile `p`, known as `path`.
+    pub(crate) fn of(path: &Path, p: &lockmeter_format::Profile) -> Image {
         let h = &p.header;
-        Some(Image {
+        Image {
             path: path.to_path_buf(),
             pid: h.pid,
             ppid: h.ppid,
@@ -42,7 +47,7 @@ impl Image {
             cmdline: h.cmdline.clone(),
             acquisitions: p.records.iter().map(|r| r.stats.acquisitions).sum(),
             wait_ns: p.records.iter().map(|r| r.stats.wait_ns_total).sum(),
-        })
+        }
     }
 
     /// The program as a user would name it: its first argument's file name and the rest of its
@@ -166,16 +171,27 @@ impl Tree {
         }
     }
 
-    /// The line that tells which process the summary is of, when the run had several images;
-    /// `None` for a lone process.
+    /// How many images took locks.
+    pub(crate) fn busy(&self) -> usize {
+        self.images.iter().filter(|i| i.acquisitions > 0).count()
+    }
+
+    /// The line that names the run's program when the run had several images (the one that
+    /// took the most locks, with its launchers); `None` for a lone process.
     pub(crate) fn lead_line(&self) -> Option<String> {
         if self.images.len() < 2 {
             return None;
         }
         let lead = self.lead()?;
         let n = self.images.len();
+        let cover = match self.busy() {
+            0 | 1 => "the summary covers them all".to_owned(),
+            b => format!(
+                "the summary covers them all ({b} took locks: each lock named with its process)"
+            ),
+        };
         Some(format!(
-            "lockmeter: {n} process images ran; this summary is of the one that took the most locks, pid {}: {}",
+            "lockmeter: {n} process images ran; {cover}; the one that took the most locks, pid {}: {}",
             lead.pid,
             self.describe(lead)
         ))
@@ -192,7 +208,7 @@ impl Tree {
         busy.sort_by_key(|i| std::cmp::Reverse((i.acquisitions, i.wait_ns)));
         let idle = self.images.len() - busy.len();
         let mut out = format!(
-            "processes: {} images, {} of them took locks (each image's profile is its own file):\n",
+            "processes: {} images, {} of them took locks (all in the one file):\n",
             self.images.len(),
             busy.len()
         );
@@ -202,7 +218,6 @@ impl Tree {
                 ("ACQUISITIONS", Align::Right),
                 ("WAIT-TOTAL", Align::Right),
                 ("PROGRAM", Align::Left),
-                ("FILE", Align::Left),
             ]);
             for im in busy.iter().take(top.max(1)) {
                 let mark = if Some(&im.path) == lead.as_ref() { " *" } else { "" };
@@ -211,7 +226,6 @@ impl Tree {
                     im.acquisitions.to_string(),
                     fmt_ns(im.wait_ns),
                     im.program(),
-                    im.path.display().to_string(),
                 ]);
             }
             let mut v = Vec::new();

@@ -1,11 +1,13 @@
-//! End-to-end tests: one profile per process image. Children made by fork, posix_spawn and vfork,
-//! and images started by every exec function, each get their own exact profile
-//! (`OUT.PID`, `OUT.PID.N` after the N-th exec); process-shared locks are counted in each process
-//! that takes them.
+//! End-to-end tests: one file per run, one profile per process image in it. Children made by
+//! fork, posix_spawn and vfork, and images started by every exec function, each get their own
+//! exact profile in the run file (the tests split it with `split_run` into `img/OUT.PID`,
+//! `img/OUT.PID.N` after the N-th exec); process-shared locks are counted in each process that
+//! takes them. Images that took no lock are left out of the file, except the first.
 //!
-//! A run under a launcher (a pyenv-style shim that execs through `env`, a shell script that
-//! starts the program as a child) is summarized as the program that took the locks, named with
-//! its launchers, and every image that took locks is listed with its file.
+//! A run under a launcher (a pyenv-style shim that execs through `env`, `sh -c 'exec ...'`, a
+//! shell script that starts the program as a child) is summarized as the program that took the
+//! locks, named with its launchers; its default report shows the program's locks with exact
+//! counts, and `report --by process` lists every process.
 //!
 //! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c,
 //! hammer.c (under the launcher scripts the tests write).
@@ -16,7 +18,6 @@
 mod common;
 
 use common::*;
-use std::path::Path;
 
 #[test]
 fn fork_children_get_their_own_exact_profiles() {
@@ -40,7 +41,10 @@ fn fork_children_get_their_own_exact_profiles() {
     };
     let (c1, c2) = (pid_of("child1 "), pid_of("child2 "));
 
-    let parent = Profile::load(&s.path("p.lmp"), &ran);
+    // One file, holding the parent and both children.
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 1, "{ran}");
+    assert_eq!(split_run(&s, "p.lmp", &ran).len(), 3, "{ran}");
+    let parent = Profile::load(&s.path("img/p.lmp"), &ran);
     parent.check_consistency();
     parent.expect_nothing_dropped();
     parent.expect_end("exit", None);
@@ -51,7 +55,7 @@ fn fork_children_get_their_own_exact_profiles() {
     parent.expect_lock("held_lock", "mutex", 1);
     let ppid = u(parent.header(), "pid");
 
-    let f1 = s.path(&format!("p.lmp.{c1}"));
+    let f1 = s.path(&format!("img/p.lmp.{c1}"));
     let p1 = Profile::load(&f1, &ran);
     p1.check_consistency();
     p1.expect_nothing_dropped();
@@ -67,19 +71,25 @@ fn fork_children_get_their_own_exact_profiles() {
     p1.expect_all_holds_timed(&[]);
     parent.expect_all_holds_timed(&[]);
 
-    let f2 = s.path(&format!("p.lmp.{c2}"));
+    let f2 = s.path(&format!("img/p.lmp.{c2}"));
     let p2 = Profile::load(&f2, &ran);
     p2.check_consistency();
     p2.expect_end("_exit", None);
     p2.expect_lock("fork_lock", "mutex", child);
     p2.eq("child 2 totals", p2.totals("acquisitions"), child);
 
-    for f in [&f1, &f2] {
-        let listed = ran.stderr.lines().any(|l| l.trim() == f.to_str().unwrap());
-        assert!(listed, "run does not list {}\n{ran}", f.display());
-    }
-    assert!(ran.stderr.contains("2 more profile(s)"), "{ran}");
-    assert_eq!(s.files_with_prefix("p.lmp").len(), 3, "{ran}");
+    // The whole file: totals sum over the processes, each lock named with its process.
+    let all = Profile::load(&s.path("p.lmp"), &ran);
+    all.check_consistency();
+    let sum = before + after + 77 + 1 + (child + child / 2 + 5) + child;
+    all.eq("run totals", all.totals("acquisitions"), sum);
+    all.expect_lock(&format!("forker[{c1}]: child_lock"), "mutex", child / 2);
+    all.expect_lock(&format!("forker[{c2}]: fork_lock"), "mutex", child);
+    let procs = all.json["processes"].as_array().unwrap();
+    all.eq("processes", procs.len(), 3);
+    let p1 = procs.iter().find(|p| u(p, "pid") == c1).unwrap();
+    all.eq("child 1 ppid", u(p1, "ppid"), ppid);
+    all.eq("child 1 acquisitions", u(p1, "acquisitions"), child + child / 2 + 5);
 }
 
 #[test]
@@ -94,7 +104,8 @@ fn process_shared_locks_are_counted_per_process() {
         .lines()
         .find_map(|l| l.strip_prefix("child ")?.trim().parse().ok())
         .unwrap_or_else(|| panic!("no child pid\n{ran}"));
-    for f in [s.path("p.lmp"), s.path(&format!("p.lmp.{child}"))] {
+    split_run(&s, "p.lmp", &ran);
+    for f in [s.path("img/p.lmp"), s.path(&format!("img/p.lmp.{child}"))] {
         let p = Profile::load(&f, &ran);
         p.check_consistency();
         p.expect_nothing_dropped();
@@ -118,7 +129,8 @@ fn exec_writes_one_profile_per_image_and_a_failed_exec_changes_nothing() {
         let base = format!("{how}.lmp");
         let ran = run_metered(&s, &base, &[], &exe, &[&n.to_string(), &m.to_string(), how]);
         ran.expect_code(0);
-        let first = Profile::load(&s.path(&base), &ran);
+        assert_eq!(split_run(&s, &base, &ran).len(), 2, "{how}\n{ran}");
+        let first = Profile::load(&s.path(&format!("img/{base}")), &ran);
         first.check_consistency();
         first.expect_nothing_dropped();
         first.expect_end("exec", None);
@@ -126,16 +138,14 @@ fn exec_writes_one_profile_per_image_and_a_failed_exec_changes_nothing() {
         first.eq(format!("{how}: stage 1: stage2_lock"), first.acq("stage2_lock"), 0);
         let pid = u(first.header(), "pid");
 
-        let f2 = s.path(&format!("{base}.{pid}.1"));
+        let f2 = s.path(&format!("img/{base}.{pid}.1"));
         let second = Profile::load(&f2, &ran);
         second.check_consistency();
         second.expect_end("exit", None);
         second.eq(format!("{how}: stage 2 pid"), u(second.header(), "pid"), pid);
         second.expect_lock("stage2_lock", "mutex", m);
         second.eq(format!("{how}: stage 2: exec_lock"), second.acq("exec_lock"), 0);
-        let listed = ran.stderr.lines().any(|l| l.trim() == f2.to_str().unwrap());
-        assert!(listed, "{how}: not listed\n{ran}");
-        assert_eq!(s.files_with_prefix(&base).len(), 2, "{how}\n{ran}");
+        assert_eq!(s.files_with_prefix(&base).len(), 1, "{how}\n{ran}");
     }
 }
 
@@ -145,10 +155,11 @@ fn exec_image_seq_counts_the_execs() {
     let exe = s.compile("execer");
     let ran = run_metered(&s, "p.lmp", &[], &exe, &["10", "10"]);
     ran.expect_code(0);
-    let first = Profile::load(&s.path("p.lmp"), &ran);
+    split_run(&s, "p.lmp", &ran);
+    let first = Profile::load(&s.path("img/p.lmp"), &ran);
     first.eq("stage 1 image_seq", u(first.header(), "image_seq"), 0);
     let pid = u(first.header(), "pid");
-    let second = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
+    let second = Profile::load(&s.path(&format!("img/p.lmp.{pid}.1")), &ran);
     second.eq(
         "stage 2 image_seq (SCHEMA.md: +1 after each exec)",
         u(second.header(), "image_seq"),
@@ -169,7 +180,9 @@ fn posix_spawn_vfork_and_fork_exec_children_get_exact_profiles() {
         .filter_map(|l| l.strip_prefix("spawned ")?.trim().parse().ok())
         .collect();
     assert_eq!(pids.len(), 3, "{ran}");
-    let parent = Profile::load(&s.path("p.lmp"), &ran);
+    // The fork child's forked image took no lock: left out of the file.
+    assert_eq!(split_run(&s, "p.lmp", &ran).len(), 4, "{ran}");
+    let parent = Profile::load(&s.path("img/p.lmp"), &ran);
     parent.check_consistency();
     parent.expect_nothing_dropped();
     parent.expect_end("exit", None);
@@ -177,7 +190,7 @@ fn posix_spawn_vfork_and_fork_exec_children_get_exact_profiles() {
     parent.eq("parent: child_lock", parent.acq("child_lock"), 0);
     // posix_spawn and vfork children exec at once: one profile each, of the new image.
     for (how, pid) in [("posix_spawn", pids[0]), ("vfork", pids[1])] {
-        let p = Profile::load(&s.path(&format!("p.lmp.{pid}")), &ran);
+        let p = Profile::load(&s.path(&format!("img/p.lmp.{pid}")), &ran);
         p.check_consistency();
         p.expect_end("exit", None);
         p.eq(format!("{how} child pid"), u(p.header(), "pid"), pid);
@@ -186,15 +199,12 @@ fn posix_spawn_vfork_and_fork_exec_children_get_exact_profiles() {
     }
     // The fork child: its forked image (no lock of its own) ends by exec, then the new image.
     let pid = pids[2];
-    let pre = Profile::load(&s.path(&format!("p.lmp.{pid}")), &ran);
-    pre.expect_end("exec", None);
-    pre.eq("fork child before exec: acquisitions", pre.totals("acquisitions"), 0);
-    let post = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
+    assert!(!s.path(&format!("img/p.lmp.{pid}")).exists(), "{ran}");
+    let post = Profile::load(&s.path(&format!("img/p.lmp.{pid}.1")), &ran);
     post.expect_end("exit", None);
     post.expect_lock("child_lock", "mutex", m);
     post.eq("fork child after exec: parent_lock", post.acq("parent_lock"), 0);
-    assert_eq!(s.files_with_prefix("p.lmp").len(), 5, "{ran}");
-    assert!(ran.stderr.contains("4 more profile(s)"), "{ran}");
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 1, "{ran}");
 }
 
 #[test]
@@ -205,11 +215,12 @@ fn image_seq_after_spawning_children_the_parent_execs() {
     let exe = s.compile("spawner");
     let ran = run_metered(&s, "p.lmp", &[], &exe, &["10", "5", "thenexec"]);
     ran.expect_code(0);
-    let first = Profile::load(&s.path("p.lmp"), &ran);
+    split_run(&s, "p.lmp", &ran);
+    let first = Profile::load(&s.path("img/p.lmp"), &ran);
     first.expect_end("exec", None);
     first.eq("stage 1 image_seq", u(first.header(), "image_seq"), 0);
     let pid = u(first.header(), "pid");
-    let second = Profile::load(&s.path(&format!("p.lmp.{pid}.1")), &ran);
+    let second = Profile::load(&s.path(&format!("img/p.lmp.{pid}.1")), &ran);
     second.expect_lock("child_lock", "mutex", 5);
     second.eq("the parent's exec'd image: image_seq", u(second.header(), "image_seq"), 1);
 }
@@ -279,11 +290,11 @@ fn a_program_behind_a_pyenv_style_shim_is_summarized_as_itself() {
     assert!(ran.stdout.contains(&format!("ok {}", threads * iters)), "{ran}");
     let pid = printed_pid(&ran, "shim ");
     let want = format!(
-        "this summary is of the one that took the most locks, pid {pid}: hammer {threads} {iters} (via pyenv shim → env)"
+        "the one that took the most locks, pid {pid}: hammer {threads} {iters} (via pyenv shim → env)"
     );
     assert!(ran.stderr.contains(&want), "no '{want}'\n{ran}");
     let lead = summarized_file(&ran);
-    assert_eq!(lead, s.path(&format!("p.lmp.{pid}.3")), "{ran}");
+    assert_eq!(lead, out, "{ran}");
     let p = Profile::load(&lead, &ran);
     p.check_consistency();
     p.expect_nothing_dropped();
@@ -293,14 +304,13 @@ fn a_program_behind_a_pyenv_style_shim_is_summarized_as_itself() {
     let row =
         ran.stderr.lines().find(|l| l.contains("big_lock")).unwrap_or_else(|| panic!("{ran}"));
     assert!(row.split_whitespace().any(|w| w == (threads * iters).to_string()), "{row}\n{ran}");
-    // The processes table marks it and counts the launcher images (4 of pid, 1 fork).
-    let images = s.files_with_prefix("p.lmp").len();
-    assert_eq!(images, 5, "{ran}");
+    // One file: the first image (the shim) and hammer's; the table marks hammer's row and
+    // counts the launcher images (4 of pid, 1 fork).
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 1, "{ran}");
+    assert_eq!(split_run(&s, "p.lmp", &ran).len(), 2, "{ran}");
     assert!(ran.stderr.contains("processes: 5 images, 1 of them took locks"), "{ran}");
-    let marked = ran.stderr.lines().any(|l| {
-        l.trim_start().starts_with(&format!("{pid} *")) && l.ends_with(lead.to_str().unwrap())
-    });
-    assert!(marked, "no marked row for {}\n{ran}", lead.display());
+    let marked = ran.stderr.lines().any(|l| l.trim_start().starts_with(&format!("{pid} *")));
+    assert!(marked, "no marked row for {pid}\n{ran}");
     assert!(ran.stderr.contains("4 image(s) took no lock"), "{ran}");
 }
 
@@ -323,12 +333,18 @@ fn a_shell_wrapper_is_summarized_as_its_busiest_child_and_lists_the_others() {
     let (big, small) = (printed_pid(&ran, "big "), printed_pid(&ran, "small "));
     let want = format!("pid {big}: hammer 3 2000 (via shell script wrap.sh)");
     assert!(ran.stderr.contains(&want), "no '{want}'\n{ran}");
-    let lead = summarized_file(&ran);
-    let p = Profile::load(&lead, &ran);
-    p.eq("summarized pid", u(p.header(), "pid"), big);
+    assert_eq!(summarized_file(&ran), out, "{ran}");
+    // The default report covers both hammers, each lock named with its process; totals sum.
+    let all = Profile::load(&out, &ran);
+    all.expect_lock(&format!("hammer[{big}]: big_lock"), "mutex", 6000);
+    all.expect_lock(&format!("hammer[{small}]: big_lock"), "mutex", 700);
+    all.eq("totals", all.totals("acquisitions"), 6700);
+    let p = Profile::load_with(&out, &ran, &["--process", &big.to_string()]);
+    p.eq("selected pid", u(p.header(), "pid"), big);
     p.expect_lock("big_lock", "mutex", 6000);
     // `cmd &` in sh: a forked shell (its own image, no lock) that execs the program.
-    let other = Profile::load(&s.path(&format!("w.lmp.{small}.1")), &ran);
+    split_run(&s, "w.lmp", &ran);
+    let other = Profile::load(&s.path(&format!("img/w.lmp.{small}.1")), &ran);
     other.expect_lock("big_lock", "mutex", 700);
     // Both hammers have rows, the busier first and marked; the shells took no lock.
     let row = |start: String| {
@@ -371,15 +387,123 @@ fn profiles_are_known_from_the_manifest_not_guessed_from_names() {
     let ran = finish("lockmeter run (manifest)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
     ran.expect_code(0);
     let child = printed_pid(&ran, "child ");
-    // The forked shell (exec'd away) and the program it became: two profiles besides m.lmp.
-    let fork = format!("{}.{child}", out.display());
-    let image = format!("{}.{child}.1", out.display());
-    assert!(ran.stderr.contains("2 more profile(s)"), "{ran}");
-    for f in [&fork, &image] {
-        assert!(ran.stderr.lines().any(|l| l.trim() == f), "{f} not listed\n{ran}");
-    }
-    assert!(!ran.stderr.contains(&fake), "{fake} taken for a profile\n{ran}");
-    Profile::load(Path::new(&image), &ran).expect_lock("big_lock", "mutex", 600);
+    // The forked shell (exec'd away) and the program it became: three images ran, two took
+    // no lock; the file holds the first and the program's.
+    assert!(ran.stderr.contains("processes: 3 images, 1 of them took locks"), "{ran}");
+    assert_eq!(split_run(&s, "m.lmp", &ran).len(), 2, "{ran}");
+    assert_eq!(std::fs::read(&fake).unwrap(), b"junk\n", "{ran}");
+    let image = s.path(&format!("img/m.lmp.{child}.1"));
+    Profile::load(&image, &ran).expect_lock("big_lock", "mutex", 600);
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+#[test]
+fn a_program_started_by_sh_c_exec_is_one_file_summarized_as_itself() {
+    let s = Scratch::new("sh-c");
+    let exe = s.compile("hammer");
+    let out = s.path("c.lmp");
+    let cmd = format!("exec {} 3 1500", exe.display());
+    let ran = lockmeter(&s.dir, &["run", "-o", out.to_str().unwrap(), "--", "sh", "-c", &cmd]);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("ok 4500"), "{ran}");
+    assert!(ran.stderr.contains(": hammer 3 1500 (via "), "{ran}");
+    assert_eq!(s.files_with_prefix("c.lmp").len(), 1, "{ran}");
+    let p = Profile::load(&out, &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_lock("big_lock", "mutex", 4500);
+    // One process (sh that exec'd hammer): two images, named by the last.
+    let procs = p.json["processes"].as_array().unwrap();
+    p.eq("processes", procs.len(), 1);
+    p.eq("its name", procs[0]["name"].as_str(), Some("hammer"));
+    p.eq("its images", u(&procs[0], "images"), 2);
+    p.eq("its acquisitions", u(&procs[0], "acquisitions"), 4500);
+}
+
+#[test]
+fn a_wrapper_script_and_its_child_are_one_file_and_two_processes() {
+    let s = Scratch::new("wrap-child");
+    let exe = s.compile("hammer");
+    let wrap = script(
+        &s,
+        "wrap.sh",
+        &format!("#!/bin/sh\n{} 2 2500\necho \"wrapper $$\"\n", exe.display()),
+    );
+    let out = s.path("w.lmp");
+    let ran =
+        lockmeter(&s.dir, &["run", "-o", out.to_str().unwrap(), "--", wrap.to_str().unwrap()]);
+    ran.expect_code(0);
+    let sh = printed_pid(&ran, "wrapper ");
+    assert_eq!(s.files_with_prefix("w.lmp").len(), 1, "{ran}");
+    // The summary and the default report show the program's lock, exact.
+    let row =
+        ran.stderr.lines().find(|l| l.contains("big_lock")).unwrap_or_else(|| panic!("{ran}"));
+    assert!(row.split_whitespace().any(|w| w == "5000"), "{row}\n{ran}");
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("big_lock", "mutex", 5000);
+    // --by process: the shell (no lock) and hammer, its child.
+    let rep = lockmeter(&s.dir, &["report", out.to_str().unwrap(), "--by", "process"]);
+    assert!(rep.status.success(), "{rep}");
+    let rows: Vec<&str> = rep
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with(" sh") || l.ends_with(" dash") || l.ends_with(" hammer"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{rep}");
+    let hammer = rows.iter().find(|l| l.ends_with(" hammer")).unwrap();
+    let cells: Vec<&str> = hammer.split_whitespace().collect();
+    assert!(cells.contains(&"5000"), "{hammer}\n{rep}");
+    assert_eq!(cells[cells.len() - 2], sh.to_string(), "hammer's parent is the shell\n{rep}");
+}
+
+#[test]
+fn a_lone_process_writes_a_plain_profile_that_old_readers_read() {
+    let s = Scratch::new("lone");
+    let exe = s.compile("hammer");
+    let ran = run_metered(&s, "l.lmp", &[], &exe, &["2", "100"]);
+    ran.expect_code(0);
+    // A run of one is a single-process profile file, as before run files existed.
+    let p = lockmeter_format::read_profile_file(&s.path("l.lmp"))
+        .unwrap_or_else(|e| panic!("{e}\n{ran}"));
+    assert_eq!(p.records.iter().map(|r| r.stats.acquisitions).sum::<u64>(), 200, "{ran}");
+    Profile::load(&s.path("l.lmp"), &ran).expect_lock("big_lock", "mutex", 200);
+}
+
+#[test]
+fn a_process_that_outlives_the_program_is_named_as_not_collected() {
+    // The script leaves a background subshell running (a daemon) and exits: `run` writes the
+    // file without it and says which process was not collected and where it will write.
+    let s = Scratch::new("daemon");
+    let exe = s.compile("hammer");
+    let wrap = script(
+        &s,
+        "wrap.sh",
+        &format!(
+            "#!/bin/sh\n{e} 1 300\n(sleep 2; {e} 1 10) &\necho \"bg $!\"\n",
+            e = exe.display()
+        ),
+    );
+    let tmp = s.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = s.path("d.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.env("TMPDIR", &tmp).args([
+        "run",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        wrap.to_str().unwrap(),
+    ]);
+    let ran = finish("lockmeter run (daemon)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let bg = printed_pid(&ran, "bg ");
+    let line = ran
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("lockmeter: not collected: "))
+        .unwrap_or_else(|| panic!("no not-collected line\n{ran}"));
+    assert!(line.contains(&format!("[{bg}]")), "{line}\n{ran}");
+    assert!(line.contains(tmp.to_str().unwrap()), "{line}\n{ran}");
+    Profile::load(&out, &ran).expect_lock("big_lock", "mutex", 300);
 }

@@ -29,13 +29,15 @@ use std::time::{Duration, Instant};
 const ALGOS: [&str; 10] =
     ["tas", "ttas", "ticket", "mcs", "mcs:park", "futex", "adaptive", "clh", "qspin", "unfair-q"];
 
+/// The notes of every process of the run file, each without its process (`swap_pc[42]: `, when
+/// a forked child took locks too).
 fn notes(p: &Profile) -> Vec<String> {
     p.json["notes"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|n| n.as_str())
-        .map(String::from)
+        .map(|n| n.split_once("]: ").map_or(n, |(_, note)| note).to_owned())
         .collect()
 }
 

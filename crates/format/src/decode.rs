@@ -155,8 +155,13 @@ pub enum FormatErrorKind {
 }
 
 impl FormatError {
-    fn new(offset: usize, kind: FormatErrorKind) -> Self {
+    pub(crate) fn new(offset: usize, kind: FormatErrorKind) -> Self {
         FormatError { offset: offset as u64, kind }
+    }
+
+    /// The same error in a profile that starts `by` bytes into a run file.
+    pub(crate) fn shifted(self, by: usize) -> Self {
+        FormatError { offset: self.offset.saturating_add(by as u64), kind: self.kind }
     }
 
     /// Whether the input looks cut short (an interrupted writer) rather than damaged.
@@ -343,6 +348,23 @@ struct Frame<'a> {
     tag: u16,
     flags: u16,
     payload: &'a [u8],
+}
+
+/// The length of the profile `bytes` starts with: up to the end of its END record, when its
+/// magic and framing are intact (`None` otherwise; [`read_profile`] then says what is wrong).
+/// A run file's profiles lie back to back ([`crate::read_run`]).
+pub(crate) fn member_len(bytes: &[u8]) -> Option<usize> {
+    if bytes.get(..MAGIC.len()) != Some(&MAGIC[..]) {
+        return None;
+    }
+    let mut pos = FILE_HEADER_LEN;
+    loop {
+        let fr = frame_at(bytes, pos).ok()??;
+        pos = pos.checked_add(FRAME_LEN)?.checked_add(fr.payload.len())?;
+        if fr.tag == tag::END {
+            return Some(pos);
+        }
+    }
 }
 
 /// Reads the frame at `pos`. `Ok(None)` at the end of the input.

@@ -5,14 +5,41 @@
 //! error message that is not one line, or a profile that does not survive a write and re-read.
 
 use crate::layout::{END_PAYLOAD_LEN, FILE_HEADER_LEN, FRAME_LEN, Fnv64, MAGIC, VERSION, tag};
-use crate::{read_profile, to_bytes};
+use crate::{read_profile, read_run, run_to_bytes, to_bytes};
 
 /// Checks the reader on `data` as given, and on [`seal`]`(data)` (the same bytes made into a
 /// file with a valid header and END record, so that mutations get past the checksum and reach
 /// the record decoders).
 pub fn check(data: &[u8]) {
     check_one(data);
-    check_one(&seal(data));
+    let sealed = seal(data);
+    check_one(&sealed);
+    // The same as run files: as given, and as a run of two sealed profiles.
+    check_run(data);
+    check_run(&[&sealed[..], &sealed[..]].concat());
+}
+
+/// Reads `data` as a run file; on success, writes the run and reads it back, which must give
+/// the same run; on failure, the message must be one line with an offset inside the input.
+pub fn check_run(data: &[u8]) {
+    match read_run(data) {
+        Ok(r) => {
+            assert!(!r.processes.is_empty(), "a run read with no process");
+            let bytes = match run_to_bytes(&r) {
+                Ok(b) => b,
+                Err(e) => panic!("a run that was read cannot be written: {e}"),
+            };
+            match read_run(&bytes) {
+                Ok(q) => assert_eq!(r, q, "run changed through write + read"),
+                Err(e) => panic!("a re-written run does not read back: {e}"),
+            }
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(!msg.is_empty() && !msg.contains('\n'), "bad message {msg:?}");
+            assert!(e.offset <= data.len() as u64, "offset {} past the input", e.offset);
+        }
+    }
 }
 
 /// Reads `data`; on success, writes the profile and reads it back, which must give the same

@@ -9,6 +9,8 @@
 //! - The reader, [`read_profile`] / [`read_profile_file`]: never panics on any input, bounds
 //!   every allocation by the input's length, and explains every failure in one line naming the
 //!   byte offset ([`FormatError`], [`FileError`]).
+//! - A run file ([`Run`], [`read_run`]): the profiles of every process of one run, back to
+//!   back; a single profile's file is a run of one.
 //! - [`layout`]: the constants of the layout, documented byte by byte in `FORMAT.md`: magic
 //!   `LOCKMTR\0`, a `u32` format version, then framed little-endian records
 //!   `[tag u16][flags u16][len u32][payload]` ending with an END record that carries the record
@@ -70,6 +72,7 @@ pub mod fuzzing;
 pub mod layout;
 pub mod merge;
 pub mod model;
+mod run;
 
 pub use decode::{
     FileError, FileErrorKind, FormatError, FormatErrorKind, read_profile, read_profile_file,
@@ -79,3 +82,4 @@ pub use encode::{
     SinkError, SliceSink, encode_profile, to_bytes, write_profile,
 };
 pub use model::*;
+pub use run::{Run, join_files, read_run, read_run_file, run_to_bytes};

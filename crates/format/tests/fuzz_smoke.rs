@@ -19,7 +19,10 @@ fn seeds() -> Vec<Vec<u8>> {
     s.hold_hist[2] = 2;
     small.stats(1, 1, 0, Mode::Read, &s).unwrap();
     small.dropped(&Dropped::default()).unwrap();
-    vec![encoded(), small.finish().unwrap(), to_bytes(&Profile::default()).unwrap()]
+    let small = small.finish().unwrap();
+    // A run file of two processes: mutations reach the second profile and the joint.
+    let run = [encoded(), small.clone()].concat();
+    vec![encoded(), small, to_bytes(&Profile::default()).unwrap(), run]
 }
 
 fn mutate(r: &mut Rng, input: &[u8]) -> Vec<u8> {
@@ -92,10 +95,17 @@ fn reader_survives_pseudo_random_mutations() {
 }
 
 #[test]
+fn a_run_seed_reads_as_two_processes_and_not_as_one_profile() {
+    let run = seeds().pop().unwrap();
+    assert_eq!(read_run(&run).unwrap().processes.len(), 2);
+    assert!(read_profile(&run).unwrap_err().to_string().contains("two profiles concatenated"));
+}
+
+#[test]
 fn seeds_pass_the_oracle() {
     for s in seeds() {
         check(&s);
-        assert!(read_profile(&s).is_ok());
+        assert!(read_run(&s).is_ok());
     }
 }
 

@@ -156,6 +156,23 @@ pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<
                 row(w, &r)?;
             }
         }
+        By::Process => {
+            let mut head = vec!["pid", "ppid", "name", "images", "threads", "locks"];
+            head.extend(STATS);
+            row(w, &head)?;
+            for p in a.sorted_processes(opts.sort).into_iter().take(top) {
+                let mut r = vec![
+                    p.pid.to_string(),
+                    p.ppid.to_string(),
+                    p.name.clone(),
+                    p.images.to_string(),
+                    p.threads.to_string(),
+                    p.locks.to_string(),
+                ];
+                r.extend(stats_cells(&p.agg));
+                row(w, &r)?;
+            }
+        }
         By::Pair => {
             row(
                 w,

@@ -29,6 +29,7 @@ struct Doc<'a> {
     notes: &'a [String],
     locks: Vec<LockOut<'a>>,
     threads: Vec<ThreadOut<'a>>,
+    processes: Vec<ProcessOut<'a>>,
     cpus: Vec<CpuOut>,
     pairs: Vec<PairOut<'a>>,
     timeline: Vec<IntervalOut>,
@@ -288,6 +289,18 @@ struct ThreadOut<'a> {
     index: u32,
     tid: u32,
     name: &'a str,
+    locks: usize,
+    #[serde(flatten)]
+    stats: StatsOut,
+}
+
+#[derive(Serialize)]
+struct ProcessOut<'a> {
+    pid: u32,
+    ppid: u32,
+    name: &'a str,
+    images: usize,
+    threads: usize,
     locks: usize,
     #[serde(flatten)]
     stats: StatsOut,
@@ -582,6 +595,19 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
         notes: &a.notes,
         locks: a.sorted_locks(opts.sort).into_iter().take(top).map(|l| lock_out(l, opts)).collect(),
         threads: a.sorted_threads(opts.sort).into_iter().take(top).map(thread_out).collect(),
+        processes: a
+            .sorted_processes(opts.sort)
+            .into_iter()
+            .map(|p| ProcessOut {
+                pid: p.pid,
+                ppid: p.ppid,
+                name: &p.name,
+                images: p.images,
+                threads: p.threads,
+                locks: p.locks,
+                stats: stats_out(&p.agg),
+            })
+            .collect(),
         cpus: a
             .cpus
             .iter()

@@ -55,6 +55,7 @@ mod frames;
 mod html;
 mod json;
 pub mod options;
+mod runfile;
 pub mod storage;
 pub mod symbolize;
 mod text;
@@ -77,14 +78,15 @@ pub fn open(path: &Path, opts: &SymbolizeOptions) -> Result<(Profile, Symbolizer
 }
 
 pub use analysis::{
-    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, SiteAgg, StackAgg, StackSample,
-    ThreadAgg, Totals, hist_rows,
+    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, ProcessAgg, SiteAgg, StackAgg,
+    StackSample, ThreadAgg, Totals, hist_rows,
 };
 pub use csvout::csv;
 pub use frames::{FrameCache, names_outermost_first};
 pub use html::html;
 pub use json::{SCHEMA_VERSION, json};
 pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
+pub use runfile::{OpenRun, open_run};
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
     code_at_line,

@@ -20,6 +20,8 @@ pub enum By {
     Cpu,
     /// One row per (lock, waiter site, holder site): who waited on whom.
     Pair,
+    /// One row per process of a run (its pid, parent, name: its final image's file name).
+    Process,
 }
 
 /// Order of the rows. Numeric keys sort descending, `name` ascending.
@@ -103,7 +105,8 @@ fn norm(s: &str) -> String {
 
 impl By {
     /// Valid spellings.
-    pub const VALUES: &'static [&'static str] = &["lock", "site", "thread", "cpu", "pair"];
+    pub const VALUES: &'static [&'static str] =
+        &["lock", "site", "thread", "cpu", "pair", "process"];
     /// The canonical spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -112,6 +115,7 @@ impl By {
             By::Thread => "thread",
             By::Cpu => "cpu",
             By::Pair => "pair",
+            By::Process => "process",
         }
     }
 }
@@ -125,6 +129,7 @@ impl FromStr for By {
             "thread" | "threads" | "task" | "tid" => By::Thread,
             "cpu" | "cpus" => By::Cpu,
             "pair" | "pairs" | "holder" | "holders" | "waiter_holder" => By::Pair,
+            "process" | "processes" | "pid" => By::Process,
             _ => return Err(ParseOptionError { what: "view", got: s.into(), valid: By::VALUES }),
         })
     }

@@ -352,6 +352,29 @@ pub fn run_metered(s: &Scratch, out: &str, opts: &[&str], exe: &Path, args: &[&s
     lockmeter(&s.dir, &all)
 }
 
+/// Splits the run file `name` (in the scratch directory) into one profile file per process
+/// image under `img/`, named as the collector names its own: `img/NAME` for the first image,
+/// `img/NAME.PID` for another process's first image, `img/NAME.PID.N` after its N-th exec.
+/// Returns them in the file's order.
+pub fn split_run(s: &Scratch, name: &str, ran: &Ran) -> Vec<PathBuf> {
+    let run = lockmeter_format::read_run_file(&s.path(name))
+        .unwrap_or_else(|e| panic!("the run file does not read: {e}\n{ran}"));
+    std::fs::create_dir_all(s.path("img")).unwrap();
+    let mut out = Vec::new();
+    for (i, p) in run.processes.iter().enumerate() {
+        let h = &p.header;
+        let file = match (i, h.image_seq) {
+            (0, _) => name.to_owned(),
+            (_, 0) => format!("{name}.{}", h.pid),
+            (_, n) => format!("{name}.{}.{n}", h.pid),
+        };
+        let path = s.path("img").join(file);
+        std::fs::write(&path, lockmeter_format::to_bytes(p).unwrap()).unwrap();
+        out.push(path);
+    }
+    out
+}
+
 /// A profile read back as JSON, with the run that made it (for diagnostics).
 pub struct Profile {
     pub path: PathBuf,
@@ -374,12 +397,16 @@ pub fn sf<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
 impl Profile {
     /// Reads `path` with `lockmeter report --format json`.
     pub fn load(path: &Path, ran: &Ran) -> Profile {
+        Profile::load_with(path, ran, &[])
+    }
+
+    /// [`Profile::load`] with more `report` options (`--process PID`).
+    pub fn load_with(path: &Path, ran: &Ran, opts: &[&str]) -> Profile {
         let context = ran.to_string();
         assert!(path.is_file(), "no profile at {}\n{context}", path.display());
-        let rep = lockmeter(
-            path.parent().unwrap_or(Path::new(".")),
-            &["report", path.to_str().unwrap(), "--format", "json"],
-        );
+        let mut args = vec!["report", path.to_str().unwrap(), "--format", "json"];
+        args.extend_from_slice(opts);
+        let rep = lockmeter(path.parent().unwrap_or(Path::new(".")), &args);
         if !rep.status.success() {
             panic!("lockmeter report failed on {}\n{rep}\n{context}", path.display());
         }

@@ -413,6 +413,7 @@ impl<'p, 's> Builder<'p, 's> {
             sites: locks.iter().map(|l| l.sites.len()).sum(),
             threads: threads.len(),
         };
+        let processes = vec![super::ProcessAgg::of(&profile.header, &totals)];
         Analysis {
             header: profile.header.clone(),
             overhead: profile.overhead.clone(),
@@ -428,6 +429,7 @@ impl<'p, 's> Builder<'p, 's> {
             unfiltered_locks,
             notes: profile.notes.iter().cloned().chain(self.frames.symbolizer().notes()).collect(),
             timeline,
+            processes,
         }
     }
 }

@@ -386,10 +386,16 @@ pub struct Analysis {
     /// The time series of `run --interval` (the profile's), with only the locks that pass the
     /// filter; lock ids as in [`LockAgg::id`].
     pub timeline: Vec<lockmeter_format::Interval>,
+    /// The processes analysed, by pid: one for a profile, one per pid for a run
+    /// ([`Analysis::merge`]), with each one's sums.
+    pub processes: Vec<ProcessAgg>,
 }
 
 mod build;
+mod merge;
 mod samples;
+
+pub use merge::ProcessAgg;
 
 pub use samples::StackSample;
 

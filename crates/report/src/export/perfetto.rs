@@ -113,6 +113,41 @@ struct Hold {
     waiters: u64,
 }
 
+/// The trace of a run file's processes (each with its symbolizer): every process that kept
+/// waits, on one time axis (the first process's start) with flow ids kept apart. The error of
+/// the first process when none kept any.
+pub fn trace_run<S: Symbolize>(parts: &mut [(Profile, S)]) -> Result<Trace, ExportError> {
+    let t0 = parts.iter().map(|(p, _)| p.header.start_unix_ns).min().unwrap_or(0);
+    let mut all = Trace { events: Vec::new(), display_time_unit: "ns" };
+    let mut first_err = None;
+    let mut next_id = 0u64;
+    for (p, sym) in parts.iter_mut() {
+        match trace(p, sym) {
+            Ok(t) => {
+                let shift = us(p.header.start_unix_ns.saturating_sub(t0));
+                let base = next_id;
+                for mut e in t.events {
+                    if let Some(ts) = e.ts.as_mut() {
+                        *ts += shift;
+                    }
+                    if let Some(id) = e.id.as_mut() {
+                        *id += base;
+                        next_id = next_id.max(*id + 1);
+                    }
+                    all.events.push(e);
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) if all.events.is_empty() => Err(e),
+        _ => Ok(all),
+    }
+}
+
 /// The trace of the profile's kept waits. `Err(Empty)` with what to do when the profile has
 /// none (recorded without them, or by an older lockmeter).
 pub fn trace(profile: &Profile, sym: &mut dyn Symbolize) -> Result<Trace, ExportError> {

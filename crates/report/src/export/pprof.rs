@@ -431,7 +431,11 @@ pub fn write_csv(
     sym: &mut dyn Symbolize,
     w: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    let a = Analysis::with_symbolizer(profile, sym);
+    write_csv_from(&Analysis::with_symbolizer(profile, sym), w)
+}
+
+/// Writes the CSV of [`write_csv`] from an analysed profile (or a merged run).
+pub fn write_csv_from(a: &Analysis, w: &mut dyn Write) -> Result<(), ExportError> {
     let mut out = csv::Writer::from_writer(w);
     let csv_err = |e: csv::Error| match e.into_kind() {
         csv::ErrorKind::Io(e) => ExportError::Io(e),

@@ -54,6 +54,7 @@ pub fn text(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
         By::Thread => threads_table(a, opts.sort, top, w)?,
         By::Cpu => cpus_table(a, opts.sort, top, w)?,
         By::Pair => pairs_table(a, opts.sort, top, w)?,
+        By::Process => processes_table(a, opts.sort, top, w)?,
     }
     if opts.by == By::Lock {
         kernel_sleeps_table(a, opts.sort, top, w)?;
@@ -506,6 +507,29 @@ fn threads_table(a: &Analysis, key: SortKey, top: usize, w: &mut dyn Write) -> i
         row.push(th.locks.to_string());
         row.push(th.tid.to_string());
         row.push(printable(&th.name, usize::MAX));
+        t.row(row);
+    }
+    t.write(" ", w)
+}
+
+fn processes_table(a: &Analysis, key: SortKey, top: usize, w: &mut dyn Write) -> io::Result<()> {
+    let procs = a.sorted_processes(key);
+    let shown = top.min(procs.len());
+    heading(w, "processes", key, shown, procs.len())?;
+    let mut cols = STAT_COLS.to_vec();
+    cols.extend([
+        ("LOCKS", Align::Right),
+        ("PID", Align::Right),
+        ("PARENT", Align::Right),
+        ("PROCESS", Align::Left),
+    ]);
+    let mut t = Table::new(&cols);
+    for p in procs.iter().take(shown) {
+        let mut row = stat_cells(&p.agg);
+        row.push(p.locks.to_string());
+        row.push(p.pid.to_string());
+        row.push(p.ppid.to_string());
+        row.push(printable(&p.name, usize::MAX));
         t.row(row);
     }
     t.write(" ", w)
