@@ -99,13 +99,15 @@ fn write(dir: &Path, pid: u32, seq: u64, prev: Option<&Profile>, cur: &Profile) 
     Ok(path)
 }
 
+/// Per process (pid): files written so far, and the last snapshot.
+type PerProcess = HashMap<u32, (u64, Option<Profile>)>;
+
 /// The thread writing the files while the program runs.
 pub(crate) struct Writer {
     stop: Arc<AtomicBool>,
-    state: Arc<Mutex<(u64, Option<Profile>)>>,
+    state: Arc<Mutex<PerProcess>>,
     thread: Option<std::thread::JoinHandle<()>>,
     dir: PathBuf,
-    pid: u32,
 }
 
 /// Checks `--pprof-dir` before the program runs: an existing directory.
@@ -120,11 +122,31 @@ pub(crate) fn check(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Writes the next file of process `pid` for the profile `cur` (a snapshot, or its final
+/// profile), as the difference from its last snapshot when that was of the same image.
+fn write_next(dir: &Path, state: &mut PerProcess, pid: u32, cur: Profile) {
+    let (seq, prev) = state.entry(pid).or_default();
+    let same = prev.as_ref().filter(|p| p.header.image_seq == cur.header.image_seq);
+    match write(dir, pid, *seq + 1, same, &cur) {
+        Ok(_) => {
+            *seq += 1;
+            *prev = Some(cur);
+        }
+        Err(e) => eprintln!("lockmeter: --pprof-dir: {e:#}"),
+    }
+}
+
 impl Writer {
-    /// Starts writing a file every `period` for process `pid`.
-    pub(crate) fn start(dir: &Path, pid: u32, period: Duration) -> Writer {
+    /// Starts writing a file every `period` for each process of the run: the program (`pid`)
+    /// and every process whose environment names the run's `manifest` (its children).
+    pub(crate) fn start(
+        dir: &Path,
+        pid: u32,
+        manifest: Option<PathBuf>,
+        period: Duration,
+    ) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
-        let state = Arc::new(Mutex::new((0u64, None::<Profile>)));
+        let state = Arc::new(Mutex::new(PerProcess::new()));
         let (s2, st2, d2) = (stop.clone(), state.clone(), dir.to_path_buf());
         let thread = std::thread::spawn(move || {
             let mut next = std::time::Instant::now() + period;
@@ -135,33 +157,43 @@ impl Writer {
                     continue;
                 }
                 next += period;
-                let Ok((_, snap)) = crate::ctl::snapshot(pid) else { continue };
-                let mut g = st2.lock().unwrap_or_else(|e| e.into_inner());
-                let seq = g.0 + 1;
-                match write(&d2, pid, seq, g.1.as_ref(), &snap) {
-                    Ok(_) => *g = (seq, Some(snap)),
-                    Err(e) => eprintln!("lockmeter: --pprof-dir: {e:#}"),
+                let mut pids = vec![pid];
+                if let Some(m) = &manifest {
+                    pids.extend(crate::collect::run_processes(m).into_iter().map(|(p, _)| p));
+                }
+                pids.sort_unstable();
+                pids.dedup();
+                for p in pids {
+                    // Processes that are not metered (a guardian, one with --control 0) answer
+                    // nothing: no file.
+                    let Ok((_, snap)) = crate::ctl::snapshot(p) else { continue };
+                    let mut g = st2.lock().unwrap_or_else(|e| e.into_inner());
+                    write_next(&d2, &mut g, p, snap);
                 }
             }
         });
-        Writer { stop, state, thread: Some(thread), dir: dir.to_path_buf(), pid }
+        Writer { stop, state, thread: Some(thread), dir: dir.to_path_buf() }
     }
 
-    /// The program ended: stops the thread and writes the last interval from the final
-    /// profile `last` (if it has one). Returns how many files were written.
-    pub(crate) fn finish(mut self, last: Option<&Path>) -> u64 {
+    /// The program ended: stops the thread and writes each process's last interval from its
+    /// final profile (`profiles`: the files the run's processes wrote, one process image each).
+    /// Returns how many files were written in all.
+    pub(crate) fn finish(mut self, profiles: &[PathBuf]) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = last.and_then(|p| lockmeter_format::read_profile_file(p).ok()) {
-            let seq = g.0 + 1;
-            match write(&self.dir, self.pid, seq, g.1.as_ref(), &p) {
-                Ok(_) => g.0 = seq,
-                Err(e) => eprintln!("lockmeter: --pprof-dir: {e:#}"),
-            }
+        let mut last: Vec<Profile> = profiles
+            .iter()
+            .filter_map(|p| lockmeter_format::read_run_file(p).ok())
+            .flat_map(|r| r.processes)
+            .collect();
+        last.sort_by_key(|p| (p.header.pid, p.header.image_seq));
+        for p in last {
+            let pid = p.header.pid;
+            write_next(&self.dir, &mut g, pid, p);
         }
-        g.0
+        g.values().map(|(n, _)| n).sum()
     }
 }

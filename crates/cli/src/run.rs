@@ -322,7 +322,8 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
             .get(&settings::INTERVAL)
             .and_then(|v| settings::parse_duration_ms(v.as_bytes()));
         let period = std::time::Duration::from_millis(ms.unwrap_or(1000).max(1));
-        crate::pprof_dir::Writer::start(d, child.id(), period)
+        let m = manifest.as_ref().map(|m| m.path().to_path_buf());
+        crate::pprof_dir::Writer::start(d, child.id(), m, period)
     });
     // The program's zombie stays until the guardians are done (its guardian reads its status).
     crate::guards::wait_exited(child.id());
@@ -339,7 +340,8 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
 
     let (main, others) = profiles_of_the_run(&frag, start, manifest.as_ref());
     if let (Some(w), Some(d)) = (pprof, &args.pprof_dir) {
-        let n = w.finish(main.as_deref());
+        let all: Vec<PathBuf> = main.iter().chain(others.iter()).cloned().collect();
+        let n = w.finish(&all);
         eprintln!("lockmeter: {n} pprof files (one per interval) in {}", d.display());
     }
     Ran::collected(status, blind_spot, &output, (main, others), &dir, manifest.as_ref())

@@ -101,16 +101,13 @@ fn a_fork_child_killed_by_sigkill_leaves_its_own_profile() {
     let ran = run_metered(&s, "p.lmp", &[], &exe, &["forkkill", "500", "2"]);
     ran.expect_code(0);
     assert_eq!(field(&ran.stdout, "child_status"), 9, "{ran}");
-    let p = Profile::load(&s.path("p.lmp"), &ran);
+    // The run file holds both processes: the parent first, then the child.
+    let images = split_run(&s, "p.lmp", &ran);
+    assert_eq!(images.len(), 2, "the parent and the child: {images:?}\n{ran}");
+    let p = Profile::load(&images[0], &ran);
     p.expect_end("exit", None);
     p.expect_lock("end_lock", "mutex", field(&ran.stdout, "end_lock"));
-    let children: Vec<PathBuf> = std::fs::read_dir(&s.dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with("p.lmp."))
-        .collect();
-    assert_eq!(children.len(), 1, "one child profile: {children:?}\n{ran}");
-    let c = Profile::load(&children[0], &ran);
+    let c = Profile::load(&images[1], &ran);
     c.check_consistency();
     // The parent reaps the child at once: the guardian may find its status gone.
     let reason = c.header()["end_reason"].as_str().unwrap_or("").to_string();

@@ -639,3 +639,46 @@ fn an_ended_lock_keeps_its_place_in_the_timeline() {
         format!("the ended lock's acquisitions per interval: {with:?}"),
     );
 }
+
+/// `--pprof-dir` under a launcher: the shell that starts the program takes no lock, the program
+/// (its child) does; the files cover the child, and over all files every contended acquisition
+/// of the run counts once.
+#[test]
+fn pprof_dir_covers_the_processes_a_launcher_starts() {
+    use lockmeter_report::export::pprof;
+    let s = Scratch::new("pprofdir-tree");
+    let dir = s.path("pprof");
+    std::fs::create_dir(&dir).unwrap();
+    let exe = s.compile("contended");
+    let script = format!("{}; true", exe.display());
+    let sh = std::path::Path::new("/bin/sh");
+    let ran = run_metered(
+        &s,
+        "p.lmp",
+        &["--interval", "50ms", "--pprof-dir", dir.to_str().unwrap()],
+        sh,
+        &["-c", &script],
+    );
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.expect_lock("c_mutex", "mutex", 2);
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    files.sort();
+    let contentions: i64 = files
+        .iter()
+        .map(|f| {
+            let pb = pprof::read(&std::fs::read(f).unwrap()).unwrap();
+            pb.sample.iter().map(|smp| smp.value[0]).sum::<i64>()
+        })
+        .sum();
+    p.eq("contentions over the pprof files", contentions as u64, p.totals("contended"));
+    // Files of more than one interval, of a process other than the shell (`-PID-` in the name).
+    let pids: std::collections::BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| f.file_name()?.to_str()?.split('-').nth(1).map(str::to_owned))
+        .collect();
+    p.check(
+        pids.len() >= 2 && files.len() >= 4,
+        format!("pprof files of the shell and its child, several intervals: {files:?}"),
+    );
+}
