@@ -8,7 +8,6 @@
 //! the real function returned. `mtx_t` and `cnd_t` are opaque here.
 
 use super::cond::cond_common;
-use super::{begin, end};
 use crate::{meter, real};
 use core::ffi::c_int;
 use libc::timespec;
@@ -80,37 +79,20 @@ unsafe extern "C" fn imp_mtx_trylock(m: *mut MtxT, site: usize) -> c_int {
     }))
 }
 
-/// Interposed `mtx_unlock`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_unlock(m: *mut MtxT) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    errno_to_thrd(meter::unlock_with(m as usize, || thrd_to_errno(unsafe { real::mtx_unlock(m) })))
-}
-
-// `mtx_init`: a new lock identity at this address, of the class of this call site.
-trampoline!("C" fn mtx_init(_m: *mut MtxT, _k: c_int) -> c_int; x86 "rdx", arm "x2" => imp_mtx_init);
-unsafe extern "C" fn imp_mtx_init(m: *mut MtxT, kind: c_int, site: usize) -> c_int {
-    let e = crate::sys::errno();
-    begin(m as usize, LockKind::Mutex, site);
-    crate::sys::set_errno(e);
-    // SAFETY: forwarded with the caller's arguments.
-    unsafe { real::mtx_init(m, kind) }
-}
-
-/// Interposed `mtx_destroy`: ends this lock identity.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_destroy(m: *mut MtxT) {
-    // SAFETY: forwarded with the caller's arguments.
-    unsafe { real::mtx_destroy(m) };
-    let e = crate::sys::errno();
-    end(m as usize);
-    crate::sys::set_errno(e);
+lock_trio! {
+    MtxT, LockKind::Mutex, errno kept;
+    unlock mtx_unlock(m) {
+        // SAFETY: forwarded with the caller's arguments.
+        errno_to_thrd(meter::unlock_with(m as usize, || thrd_to_errno(unsafe { real::mtx_unlock(m) })))
+    }
+    init mtx_init(m, kind: c_int; site) x86 "rdx", arm "x2" => imp_mtx_init {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { real::mtx_init(m, kind) }
+    }
+    destroy mtx_destroy(m) -> () {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { real::mtx_destroy(m) };
+    }
 }
 
 trampoline!("C-unwind" fn cnd_wait(_c: *mut CndT, _m: *mut MtxT) -> c_int; x86 "rdx", arm "x2" => imp_cnd_wait);

@@ -1,7 +1,6 @@
 //! The mutex hooks: lock, trylock, timed and clock locks (robust mutexes read contention from
 //! the lock word), unlock, init and destroy; a swapped mutex (`run --lock`) runs on its lab lock.
 
-use super::{begin, end};
 use crate::{meter, real, swap};
 use core::ffi::c_int;
 use libc::{clockid_t, pthread_mutex_t, timespec};
@@ -137,54 +136,34 @@ unsafe extern "C" fn imp_mutex_clocklock(
     unsafe { mutex_acquire(m, site, lock) }
 }
 
-/// Interposed `pthread_mutex_unlock`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: the caller's mutex (the libc contract).
-    if let Some(s) = unsafe { swap::existing(m) } {
-        return meter::unlock_with(m as usize, || s.unlock());
-    }
-    // SAFETY: forwarded with the caller's arguments.
-    meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
-}
-
-// `pthread_mutex_init`: a new lock identity at this address, of the class of this call site.
-trampoline!("C" fn pthread_mutex_init(_m: *mut pthread_mutex_t, _a: *const libc::pthread_mutexattr_t) -> c_int; x86 "rdx", arm "x2" => imp_mutex_init);
-unsafe extern "C" fn imp_mutex_init(
-    m: *mut pthread_mutex_t,
-    a: *const libc::pthread_mutexattr_t,
-    site: usize,
-) -> c_int {
-    begin(m as usize, LockKind::Mutex, site);
-    // SAFETY: forwarded with the caller's arguments.
-    let r = unsafe { real::mutex_init(m, a) };
-    if r == 0 {
-        // SAFETY: `m` was just initialized.
-        unsafe { swap::at_init(m, site) };
-    }
-    r
-}
-
-/// Interposed `pthread_mutex_destroy`: ends this lock identity.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: the caller's mutex (the libc contract); forwarded with the caller's arguments.
-    let r = unsafe {
-        match swap::existing(m) {
-            Some(s) => s.destroy(m),
-            None => real::mutex_destroy(m),
+lock_trio! {
+    pthread_mutex_t, LockKind::Mutex, errno as_is;
+    unlock pthread_mutex_unlock(m) {
+        // SAFETY: the caller's mutex (the libc contract).
+        if let Some(s) = unsafe { swap::existing(m) } {
+            return meter::unlock_with(m as usize, || s.unlock());
         }
-    };
-    if r == 0 {
-        end(m as usize);
+        // SAFETY: forwarded with the caller's arguments.
+        meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
     }
-    r
+    init pthread_mutex_init(m, a: *const libc::pthread_mutexattr_t; site) x86 "rdx", arm "x2" => imp_mutex_init {
+        // SAFETY: forwarded with the caller's arguments.
+        let r = unsafe { real::mutex_init(m, a) };
+        if r == 0 {
+            // SAFETY: `m` was just initialized.
+            unsafe { swap::at_init(m, site) };
+        }
+        r
+    }
+    destroy pthread_mutex_destroy(m) -> c_int {
+        // SAFETY: the caller's mutex (the libc contract); forwarded with the caller's arguments.
+        unsafe {
+            match swap::existing(m) {
+                Some(s) => s.destroy(m),
+                None => real::mutex_destroy(m),
+            }
+        }
+    }
 }
 
 /// A blocking acquisition of swapped mutex `m`: the lab lock's trylock, then `lock`.

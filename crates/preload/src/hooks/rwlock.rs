@@ -1,7 +1,6 @@
 //! The rwlock hooks: read and write locks (blocking, try, timed, clock), unlock, init and
 //! destroy; a swapped rwlock (`run --rwlock`) runs on its lab lock.
 
-use super::{begin, end};
 use crate::{meter, real, swap_rw};
 use core::ffi::c_int;
 use libc::{clockid_t, pthread_rwlock_t, timespec};
@@ -136,46 +135,27 @@ rw_clock!(
     rwlock_clockwrlock
 );
 
-/// Interposed `pthread_rwlock_unlock`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: the caller's rwlock (the libc contract).
-    if let Some(s) = unsafe { swap_rw::rw_existing(l) } {
-        return meter::unlock_with(l as usize, || s.unlock());
-    }
-    // SAFETY: forwarded with the caller's arguments.
-    meter::unlock_with(l as usize, || unsafe { real::rwlock_unlock(l) })
-}
-
-trampoline!("C" fn pthread_rwlock_init(_l: *mut pthread_rwlock_t, _a: *const libc::pthread_rwlockattr_t) -> c_int; x86 "rdx", arm "x2" => imp_rwlock_init);
-unsafe extern "C" fn imp_rwlock_init(
-    l: *mut pthread_rwlock_t,
-    a: *const libc::pthread_rwlockattr_t,
-    site: usize,
-) -> c_int {
-    begin(l as usize, LockKind::RwLock, site);
-    // SAFETY: forwarded with the caller's arguments.
-    unsafe { real::rwlock_init(l, a) }
-}
-
-/// Interposed `pthread_rwlock_destroy`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: the caller's rwlock (the libc contract); forwarded with the caller's arguments.
-    let r = unsafe {
-        match swap_rw::rw_existing(l) {
-            Some(s) => s.destroy(l),
-            None => real::rwlock_destroy(l),
+lock_trio! {
+    pthread_rwlock_t, LockKind::RwLock, errno as_is;
+    unlock pthread_rwlock_unlock(l) {
+        // SAFETY: the caller's rwlock (the libc contract).
+        if let Some(s) = unsafe { swap_rw::rw_existing(l) } {
+            return meter::unlock_with(l as usize, || s.unlock());
         }
-    };
-    if r == 0 {
-        end(l as usize);
+        // SAFETY: forwarded with the caller's arguments.
+        meter::unlock_with(l as usize, || unsafe { real::rwlock_unlock(l) })
     }
-    r
+    init pthread_rwlock_init(l, a: *const libc::pthread_rwlockattr_t; site) x86 "rdx", arm "x2" => imp_rwlock_init {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { real::rwlock_init(l, a) }
+    }
+    destroy pthread_rwlock_destroy(l) -> c_int {
+        // SAFETY: the caller's rwlock (the libc contract); forwarded with the caller's arguments.
+        unsafe {
+            match swap_rw::rw_existing(l) {
+                Some(s) => s.destroy(l),
+                None => real::rwlock_destroy(l),
+            }
+        }
+    }
 }

@@ -8,7 +8,6 @@
 //! the real call (see `meter::sem_wait_with`). Arguments that glibc refuses before trying the
 //! semaphore (a bad `tv_nsec`, an unsupported clock) go straight to the real call.
 
-use super::{begin, end};
 use crate::{meter, real};
 use core::ffi::c_int;
 use libc::{clockid_t, sem_t, timespec};
@@ -95,42 +94,18 @@ unsafe extern "C-unwind" fn imp_sem_clockwait(
     )
 }
 
-/// Interposed `sem_post`.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sem_post(s: *mut sem_t) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    meter::sem_post_with(s as usize, || unsafe { real::sem_post(s) })
-}
-
-trampoline!("C" fn sem_init(_s: *mut sem_t, _pshared: c_int, _value: core::ffi::c_uint) -> c_int; x86 "rcx", arm "x3" => imp_sem_init);
-unsafe extern "C" fn imp_sem_init(
-    s: *mut sem_t,
-    pshared: c_int,
-    value: core::ffi::c_uint,
-    site: usize,
-) -> c_int {
-    let e = crate::sys::errno();
-    begin(s as usize, LockKind::Semaphore, site);
-    crate::sys::set_errno(e);
-    // SAFETY: forwarded with the caller's arguments.
-    unsafe { real::sem_init(s, pshared, value) }
-}
-
-/// Interposed `sem_destroy`: ends this lock identity.
-///
-/// # Safety
-/// The libc contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sem_destroy(s: *mut sem_t) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    let r = unsafe { real::sem_destroy(s) };
-    if r == 0 {
-        let e = crate::sys::errno();
-        end(s as usize);
-        crate::sys::set_errno(e);
+lock_trio! {
+    sem_t, LockKind::Semaphore, errno kept;
+    unlock sem_post(s) {
+        // SAFETY: forwarded with the caller's arguments.
+        meter::sem_post_with(s as usize, || unsafe { real::sem_post(s) })
     }
-    r
+    init sem_init(s, pshared: c_int, value: core::ffi::c_uint; site) x86 "rcx", arm "x3" => imp_sem_init {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { real::sem_init(s, pshared, value) }
+    }
+    destroy sem_destroy(s) -> c_int {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { real::sem_destroy(s) }
+    }
 }
