@@ -1,4 +1,4 @@
-//! Run-time state shared by the control thread (`control.rs`) and the profile writer (`dump.rs`):
+//! Run-time state shared by the control thread (`control.rs`) and the profile writer (`dump/`):
 //! whether metering is paused, the control socket's path, and the reset baseline.
 //!
 //! - **Pause**: the state machine's `PAUSED` value (hooks pass through at the cost of the one
@@ -8,7 +8,7 @@
 //!   reset instead records a *baseline*: every record's statistics at that moment, keyed by
 //!   (owner id, record key, site), and the per-CPU sums. Snapshots and the final profile subtract
 //!   it. The baseline is only touched by the thread that holds the profile writer's lock (the
-//!   `DUMP` flag of `dump.rs`), so never concurrently.
+//!   `DUMP` flag of `dump/mod.rs`), so never concurrently.
 
 use crate::state;
 use core::cell::UnsafeCell;
@@ -90,7 +90,7 @@ struct Base {
 }
 
 struct Shared(UnsafeCell<Base>);
-// SAFETY: only the holder of the profile writer's lock (`dump.rs`'s DUMP flag) touches it.
+// SAFETY: only the holder of the profile writer's lock (`dump/mod.rs`'s DUMP flag) touches it.
 unsafe impl Sync for Shared {}
 static BASE: Shared = Shared(UnsafeCell::new(Base {
     keys: core::ptr::null_mut(),

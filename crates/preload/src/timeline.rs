@@ -7,7 +7,7 @@
 //! partial interval from the very figures it writes in the profile's records, so the intervals of
 //! a lock always add up exactly to its totals.
 //!
-//! All of it is touched only by the holder of the profile writer's lock (`dump.rs`'s DUMP flag),
+//! All of it is touched only by the holder of the profile writer's lock (`dump/`'s DUMP flag),
 //! so never concurrently.
 
 use crate::state;

@@ -1,215 +1,17 @@
-//! Global and per-thread state.
-//!
-//! - The state machine `Uninit -> Ready <-> Paused -> Dumping/Disabled`: hooks meter only in `Ready` and pass
-//!   every call straight through otherwise (before the constructor, after the profile was written,
-//!   when disabled by configuration or failure).
-//! - The lock registry (shared) and one shard per thread (private), both in `mmap`ed memory.
-//! - The per-thread TLS block: a `const`-initialized cell block without a destructor, so it is
-//!   usable at any point of a thread's life, even during TLS teardown.
-//! - Shard recycling: a thread's exit (a pthread key destructor) marks its shard *retiring*; once
-//!   every index of the pool is taken, a new thread takes a retiring shard over, only once the kernel no longer knows the old thread's tid
-//!   (so none of its hooks can still run: not in a later TLS destructor, nor anywhere else). The
-//!   taker folds the old thread's records into the shard's *exited* accumulation (written into the
-//!   profile as one "[N exited threads]" row, counts exact), empties the tables and starts afresh
-//!   under the same index with a new owner id.
+//! One shard per thread: its tables, its private part (held stack, caches) and per-CPU
+//! counters; their creation, and their recycling: a new thread takes over the shard of a thread
+//! the kernel no longer knows, folding the dead thread's records into the shard's exited
+//! accumulation.
 
+use super::config::{CFG, MEM, map_counted, registry};
+use super::{CACHE, HELD_MAX, MAX_CPUS, MAX_THREADS, SITE_STACKS};
 use crate::sys;
-use core::cell::{Cell, UnsafeCell};
-use core::ffi::c_int;
+use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use lockmeter_core::Counter;
-use lockmeter_core::clock::Calibration;
-use lockmeter_core::registry::{Registry, Slot};
-use lockmeter_core::settings;
+use lockmeter_core::registry::Slot;
 use lockmeter_core::stacks::{EventEntry, EventTable, StackEntry, StackStore};
-use lockmeter_core::table::{Memory, Table};
-
-/// Hooks pass through: not initialized yet.
-pub(crate) const UNINIT: u8 = 0;
-/// Hooks meter.
-pub(crate) const READY: u8 = 1;
-/// The profile is being (or was) written: hooks pass through.
-pub(crate) const DONE: u8 = 2;
-/// Disabled by configuration or after a failure.
-pub(crate) const DISABLED: u8 = 3;
-/// Paused on request (`lockmeter ctl PID pause`, `--delay`, `--duration`): hooks pass through.
-pub(crate) const PAUSED: u8 = 4;
-
-pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
-/// Set while the constructor meters its calibration lock (no first-use stacks for it).
-pub(crate) static CALIBRATING: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(false);
-
-/// Most threads that get a shard (hard limit of `LOCKMETER_THREADS`).
-pub(crate) const MAX_THREADS: usize = lockmeter_core::settings::MAX_THREADS as usize;
-/// CPUs counted per shard.
-pub(crate) const MAX_CPUS: usize = 1024;
-/// Depth of the per-thread stack of held locks.
-pub(crate) const HELD_MAX: usize = 64;
-/// Entries of the per-thread lookup cache.
-const CACHE: usize = 8;
-/// Entries of the per-thread cache of stacks by call site (a power of two).
-pub(crate) const SITE_STACKS: usize = 64;
-
-/// Run-time configuration (set once in the constructor).
-pub(crate) struct Config {
-    /// 0 = time every hold, 1 = never, N >= 2 = one hold in N.
-    pub(crate) hold_every: AtomicU32,
-    pub(crate) records_per_thread: AtomicU64,
-    pub(crate) max_threads: AtomicU32,
-    pub(crate) calib_mult: AtomicU64,
-    pub(crate) calib_hz: AtomicU64,
-    /// Frames recorded per stack (0: no stacks).
-    pub(crate) frames: AtomicU32,
-    /// Record the stack of one acquisition in N (0: only contended ones).
-    pub(crate) stack_sample: AtomicU32,
-    pub(crate) stacks_per_thread: AtomicU64,
-    pub(crate) events_per_thread: AtomicU64,
-}
-
-pub(crate) static CFG: Config = Config {
-    hold_every: AtomicU32::new(0),
-    records_per_thread: AtomicU64::new(settings::RECORDS.default_count()),
-    max_threads: AtomicU32::new(settings::THREADS.default_count() as u32),
-    calib_mult: AtomicU64::new(1 << Calibration::SHIFT),
-    calib_hz: AtomicU64::new(1_000_000_000),
-    frames: AtomicU32::new(settings::FRAMES.default_count() as u32),
-    stack_sample: AtomicU32::new(0),
-    stacks_per_thread: AtomicU64::new(settings::STACKS.default_count()),
-    events_per_thread: AtomicU64::new(settings::EVENTS.default_count()),
-};
-
-/// Ticks to ns with the calibration in force.
-#[inline(always)]
-pub(crate) fn ticks_to_ns(t: u64) -> u64 {
-    let mult = CFG.calib_mult.load(Relaxed);
-    if t <= u64::MAX / mult.max(1) {
-        t.wrapping_mul(mult) >> Calibration::SHIFT
-    } else {
-        ((t as u128 * mult as u128) >> Calibration::SHIFT) as u64
-    }
-}
-
-static REGISTRY: AtomicPtr<Registry<'static>> = AtomicPtr::new(core::ptr::null_mut());
-
-/// The lock registry (after start-up).
-#[inline(always)]
-pub(crate) fn registry() -> Option<&'static Registry<'static>> {
-    // SAFETY: the pointer is either null or points at a Registry written once in `init_registry`
-    // into memory that is never unmapped.
-    unsafe { REGISTRY.load(Acquire).as_ref() }
-}
-
-/// Maps `n` zeroed bytes (never freed). Null on failure.
-pub(crate) fn map_zeroed(n: usize) -> *mut u8 {
-    // SAFETY: an anonymous private mapping has no preconditions.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            n,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
-}
-
-/// The collector's memory (reported as its memory cost, and what `--max-memory` caps): its fixed
-/// structures (the registry, the names arena, one header per thread) at their mapped size, and
-/// each record at the most it can have resident, [`lockmeter_core::table::RECORD_BYTES`] (record
-/// tables are mapped reserved and touched only as records fill them). The profile writer's
-/// scratch mappings at exit are not counted.
-pub(crate) static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
-/// Most bytes `MAPPED_BYTES` may reach with records (`--max-memory`).
-pub(crate) static MAX_MEMORY: AtomicU64 = AtomicU64::new(settings::MAX_MEMORY.default_count());
-
-/// Maps `n` zeroed bytes of a fixed structure, counted in `MAPPED_BYTES`, never refused by the
-/// cap. Null when the kernel refuses.
-pub(crate) fn map_counted(n: usize) -> *mut u8 {
-    let p = map_zeroed(n);
-    if !p.is_null() {
-        MAPPED_BYTES.fetch_add(n as u64, Relaxed);
-        crate::resident::note(p, n);
-    }
-    p
-}
-
-/// The memory of the growing record tables: reserved mappings, each record charged to
-/// `MAPPED_BYTES` within `--max-memory`.
-pub(crate) struct Mapped;
-
-/// The memory of the threads' record tables.
-pub(crate) static MEM: Mapped = Mapped;
-
-// SAFETY: `map` returns fresh anonymous mappings (zeroed, page-aligned, each its own) or null.
-unsafe impl Memory for Mapped {
-    /// Leaves `errno` as it found it: hooks call it when a table grows.
-    fn map(&self, bytes: usize) -> *mut u8 {
-        let saved = sys::errno();
-        let p = map_zeroed(bytes);
-        if !p.is_null() {
-            crate::resident::note(p, bytes);
-        }
-        sys::set_errno(saved);
-        p
-    }
-    unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
-        let saved = sys::errno();
-        crate::resident::forget(p);
-        // SAFETY: a mapping made by `map` with this size (the caller's contract).
-        unsafe { libc::munmap(p.cast(), bytes) };
-        sys::set_errno(saved);
-    }
-    fn charge(&self, bytes: usize) -> bool {
-        let b = bytes as u64;
-        if MAPPED_BYTES.fetch_add(b, Relaxed).saturating_add(b) > MAX_MEMORY.load(Relaxed) {
-            MAPPED_BYTES.fetch_sub(b, Relaxed);
-            return false;
-        }
-        true
-    }
-    fn refund(&self, bytes: usize) {
-        MAPPED_BYTES.fetch_sub(bytes as u64, Relaxed);
-    }
-}
-
-/// Uncounted memory for the profile writer's scratch tables at exit (freed when written).
-pub(crate) struct Scratch;
-
-/// See [`Scratch`].
-pub(crate) static SCRATCH: Scratch = Scratch;
-
-// SAFETY: as for `Mapped`.
-unsafe impl Memory for Scratch {
-    fn map(&self, bytes: usize) -> *mut u8 {
-        map_zeroed(bytes)
-    }
-    unsafe fn unmap(&self, p: *mut u8, bytes: usize) {
-        // SAFETY: a mapping made by `map` with this size (the caller's contract).
-        unsafe { libc::munmap(p.cast(), bytes) };
-    }
-}
-
-/// Creates the registry with `capacity` slots. Called once from the constructor.
-pub(crate) fn init_registry(capacity: usize) -> bool {
-    let slots_bytes = capacity * size_of::<Slot>();
-    let total = slots_bytes + size_of::<Registry<'static>>() + 64;
-    let mem = map_counted(total);
-    if mem.is_null() {
-        return false;
-    }
-    // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes, page-aligned; zeroed memory is a
-    // valid `Slot` (all atomics). The Registry value is written after the slots, 64-aligned.
-    unsafe {
-        let slots = core::slice::from_raw_parts(mem as *const Slot, capacity);
-        let rp = mem.add((slots_bytes + 63) & !63) as *mut Registry<'static>;
-        rp.write(Registry::new(slots));
-        REGISTRY.store(rp, Release);
-    }
-    true
-}
+use lockmeter_core::table::Table;
 
 /// One held lock, on the holder's stack. `repr(C)`: the eBPF collector reads `addr` of the top
 /// entry of a preempted thread (see [`lockmeter_thread_held`]).
@@ -299,8 +101,10 @@ pub(crate) struct Exited {
 
 /// `Shard::life`: its thread runs.
 const LIVE: u32 = 0;
+
 /// `Shard::life`: its thread's exit began (its pthread key destructor ran).
 const RETIRING: u32 = 1;
+
 /// `Shard::life`: a new thread is taking it over.
 const TAKING: u32 = 2;
 
@@ -345,14 +149,20 @@ unsafe impl Sync for Shard {}
 
 pub(crate) static SHARDS: [AtomicPtr<Shard>; MAX_THREADS] =
     [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_THREADS];
+
 pub(crate) static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+
 /// Threads refused a shard, and their acquisitions.
 pub(crate) static THREADS_REFUSED: AtomicU64 = AtomicU64::new(0);
+
 pub(crate) static ACQ_NO_SHARD: AtomicU64 = AtomicU64::new(0);
+
 /// The next owner id of a taken-over shard.
 static NEXT_OWNER: AtomicU32 = AtomicU32::new(MAX_THREADS as u32 + 1);
+
 /// The pthread key whose destructor marks a thread's shard retiring, when recycling is on.
 static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
+
 static RECYCLE: AtomicBool = AtomicBool::new(false);
 
 impl Shard {
@@ -385,7 +195,6 @@ extern "C" fn on_thread_exit(p: *mut core::ffi::c_void) {
         sh.life.store(RETIRING, Release);
     }
 }
-
 /// Creates the thread-exit key (constructor only). Recycling stays off unless the key is one of
 /// the first 32, whose values glibc keeps inside the thread (so setting it never allocates).
 pub(crate) fn init_recycling() {
@@ -405,69 +214,8 @@ fn thread_gone(tid: u32) -> bool {
     r == -1 && sys::errno() == libc::ESRCH
 }
 
-/// The per-thread TLS block. All-zero is its initial state (no lazy init, no destructor).
-#[repr(C)]
-pub(crate) struct Tls {
-    pub(crate) shard: Cell<*const Shard>,
-    /// Set while a hook does its own bookkeeping: nested calls pass straight through.
-    pub(crate) busy: Cell<bool>,
-    /// Set once this thread was refused a shard.
-    pub(crate) refused: Cell<bool>,
-}
-
-// On x86_64 the block is a `.tbss` symbol reached through the initial-exec TLS model: one
-// `%fs`-relative load, where Rust's `thread_local!` in a cdylib calls `__tls_get_addr` on every
-// access (general-dynamic model). A library loaded by LD_PRELOAD always gets static TLS.
-#[cfg(target_arch = "x86_64")]
-core::arch::global_asm!(
-    ".pushsection .tbss,\"awT\",@nobits",
-    ".p2align 3",
-    ".globl __lockmeter_preload_tls",
-    ".hidden __lockmeter_preload_tls",
-    ".type __lockmeter_preload_tls, @object",
-    ".size __lockmeter_preload_tls, 16",
-    "__lockmeter_preload_tls:",
-    ".zero 16",
-    ".popsection",
-);
-
-const _: () = assert!(size_of::<Tls>() <= 16 && align_of::<Tls>() <= 8);
-
-/// This thread's TLS block.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) fn tls() -> Option<&'static Tls> {
-    let p: usize;
-    // SAFETY: loads the block's offset from the thread pointer (a GOT entry filled by the dynamic
-    // linker) and adds the thread pointer (%fs:0 holds its own address on x86_64 Linux). The
-    // block is 16 zero-initialized bytes, valid as a `Tls`, alive as long as the thread.
-    unsafe {
-        core::arch::asm!(
-            "mov {p}, qword ptr [rip + __lockmeter_preload_tls@GOTTPOFF]",
-            "add {p}, qword ptr fs:0",
-            p = out(reg) p,
-            options(nostack, pure, readonly, preserves_flags)
-        );
-        Some(&*(p as *const Tls))
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-thread_local! {
-    static TLS: Tls = const {
-        Tls { shard: Cell::new(core::ptr::null()), busy: Cell::new(false), refused: Cell::new(false) }
-    };
-}
-
-/// This thread's TLS block.
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-pub(crate) fn tls() -> Option<&'static Tls> {
-    // SAFETY: the block has no destructor and lives as long as the thread.
-    TLS.try_with(|t| unsafe { &*(t as *const Tls) }).ok()
-}
-
 const _: () = assert!(core::mem::offset_of!(Private, held) == 0);
+
 const _: () = assert!(core::mem::offset_of!(Held, addr) == 0);
 
 /// Called once for each thread that gets a shard, with where its stack of held locks lives: the
@@ -479,10 +227,9 @@ const _: () = assert!(core::mem::offset_of!(Held, addr) == 0);
 pub extern "C" fn lockmeter_thread_held(held: *const u8, len_offset: usize, entry_size: usize) {
     core::hint::black_box((held, len_offset, entry_size));
 }
-
 /// Gives the calling thread a shard: a new one while the pool has room (so that threads keep rows
 /// of their own), else a dead thread's (null when refused).
-fn new_shard() -> *const Shard {
+pub(super) fn new_shard() -> *const Shard {
     let saved = sys::errno();
     let mut sp = create_shard();
     if sp.is_null() {
@@ -672,86 +419,6 @@ fn thread_stack_top() -> u64 {
     } else {
         // SAFETY: pthread_self has no preconditions.
         unsafe { libc::pthread_self() as u64 }
-    }
-}
-
-/// A hook's view of its thread while it meters.
-pub(crate) struct Cx {
-    pub(crate) tls: *const Tls,
-    pub(crate) shard: &'static Shard,
-}
-
-impl Cx {
-    /// The thread's private shard part.
-    ///
-    /// # Safety
-    /// Only one `&mut Private` may be live at a time: callers hold the `busy` flag (see `enter`)
-    /// and do not call this twice in overlapping scopes.
-    #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn private(&self) -> &mut Private {
-        // SAFETY: by the caller's contract and Shard's Sync invariant.
-        unsafe { &mut *self.shard.private.get() }
-    }
-}
-
-/// Enters metering: `None` means pass through (not ready, re-entered, or no shard).
-#[inline(always)]
-pub(crate) fn enter() -> Option<Cx> {
-    if STATE.load(Relaxed) != READY {
-        return None;
-    }
-    let t = tls()?;
-    let tls = t as *const Tls;
-    if t.busy.get() {
-        return None;
-    }
-    let mut sp = t.shard.get();
-    if sp.is_null() {
-        if t.refused.get() {
-            return None;
-        }
-        t.busy.set(true);
-        sp = new_shard();
-        t.busy.set(false);
-        if sp.is_null() {
-            t.refused.set(true);
-            return None;
-        }
-        t.shard.set(sp);
-    }
-    t.busy.set(true);
-    // SAFETY: shards are never unmapped.
-    Some(Cx { tls, shard: unsafe { &*sp } })
-}
-
-/// Passes through the result `r` of an acquisition made without metering, counting it as not
-/// recorded when the thread was refused a table (and only then: before start-up, after the
-/// profile was written, or re-entered, an acquisition is outside metering, not lost).
-#[inline(always)]
-pub(crate) fn unmetered(r: c_int) -> c_int {
-    if (r == 0 || r == libc::EOWNERDEAD)
-        && STATE.load(Relaxed) == READY
-        && tls().is_some_and(|t| t.refused.get() && !t.busy.get())
-    {
-        ACQ_NO_SHARD.fetch_add(1, Relaxed);
-    }
-    r
-}
-
-/// Leaves metering.
-#[inline(always)]
-pub(crate) fn leave(cx: Cx) {
-    // SAFETY: see `enter`.
-    unsafe { (*cx.tls).busy.set(false) };
-}
-
-/// Forgets the calling thread's shard (in a fork child).
-pub(crate) fn reset_thread() {
-    if let Some(t) = tls() {
-        t.shard.set(core::ptr::null());
-        t.busy.set(false);
-        t.refused.set(false);
     }
 }
 

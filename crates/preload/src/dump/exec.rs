@@ -1,0 +1,96 @@
+//! The exec environment: `LOCKMETER_IMAGE_SEQ` passed to the next image, the profile written
+//! before an exec and withdrawn when the exec fails.
+
+use super::{BUFS, DUMP, DUMP_IDLE, End, IMAGE_SEQ, PID, write_profile};
+use crate::state::STATE;
+use crate::sys::PathBuf;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering::*};
+
+/// Room for the environment passed to an exec.
+const EXEC_ENV_MAX: usize = 16384;
+const SEQ_VAR: &[u8] = b"LOCKMETER_IMAGE_SEQ=";
+
+struct ExecEnv {
+    ptrs: [*const core::ffi::c_char; EXEC_ENV_MAX],
+    var: [u8; 48],
+}
+
+struct SharedEnv(UnsafeCell<ExecEnv>);
+// SAFETY: only the thread that sets EXEC_BUSY from false to true touches it.
+unsafe impl Sync for SharedEnv {}
+
+static EXEC_ENV: SharedEnv =
+    SharedEnv(UnsafeCell::new(ExecEnv { ptrs: [core::ptr::null(); EXEC_ENV_MAX], var: [0; 48] }));
+pub(super) static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
+
+/// `envp` with `LOCKMETER_IMAGE_SEQ=<next>` in front (any older one left out), built in a static
+/// array; `envp` itself if metering is off, another thread is exec-ing, or it does not fit.
+pub(crate) fn env_with_image_seq(
+    envp: *const *const core::ffi::c_char,
+) -> *const *const core::ffi::c_char {
+    // A vfork child shares our memory (and the exec'd image is a new pid, which starts at 0):
+    // leave both its environment and our state alone.
+    // SAFETY: getpid has no preconditions.
+    if envp.is_null() || unsafe { libc::getpid() } as u32 != PID.load(Relaxed) {
+        return envp;
+    }
+    if EXEC_BUSY.swap(true, Acquire) {
+        return envp;
+    }
+    // SAFETY: we own EXEC_ENV (EXEC_BUSY).
+    let env = unsafe { &mut *EXEC_ENV.0.get() };
+    let mut v = PathBuf::new();
+    v.push(SEQ_VAR).push_u64(IMAGE_SEQ.load(Relaxed) as u64 + 1);
+    let bytes = v.bytes();
+    let n = bytes.len().min(env.var.len() - 1);
+    env.var[..n].copy_from_slice(&bytes[..n]);
+    env.var[n] = 0;
+    env.ptrs[0] = env.var.as_ptr().cast();
+    let mut out = 1;
+    let mut i = 0;
+    loop {
+        // SAFETY: `envp` is a NULL-terminated array of C strings (the exec contract).
+        let e = unsafe { *envp.add(i) };
+        if e.is_null() {
+            break;
+        }
+        i += 1;
+        // SAFETY: `e` is a NUL-terminated string.
+        let s = unsafe { core::ffi::CStr::from_ptr(e) }.to_bytes();
+        if s.starts_with(SEQ_VAR) {
+            continue;
+        }
+        if out + 1 >= EXEC_ENV_MAX {
+            EXEC_BUSY.store(false, Release);
+            return envp;
+        }
+        env.ptrs[out] = e;
+        out += 1;
+    }
+    env.ptrs[out] = core::ptr::null();
+    env.ptrs.as_ptr()
+}
+
+/// Before an exec: writes the profile. Returns whether one was written (to withdraw on failure).
+pub(crate) fn before_exec() -> bool {
+    write_profile(End::Exec)
+}
+
+/// The exec failed: withdraws the profile just written and goes on metering.
+pub(crate) fn exec_failed(written: bool) {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } as u32 != PID.load(Relaxed) {
+        return; // a vfork child: nothing of ours was taken
+    }
+    EXEC_BUSY.store(false, Release);
+    if !written {
+        return;
+    }
+    // SAFETY: DUMP is 2 (we wrote it) and no other thread dumps while it is not 0.
+    let b = unsafe { &mut *BUFS.0.get() };
+    // SAFETY: NUL-terminated path of the file we just wrote.
+    unsafe { libc::unlink(b.path.as_ptr()) };
+    DUMP.store(DUMP_IDLE, Release);
+    STATE.store(crate::live::running_state(), Release);
+}

@@ -1,0 +1,178 @@
+//! The mutex hooks: lock, trylock, timed and clock locks (robust mutexes read contention from
+//! the lock word), unlock, init and destroy; a swapped mutex (`run --lock`) runs on its lab lock.
+
+use crate::{meter, real, swap};
+use core::ffi::c_int;
+use libc::{clockid_t, pthread_mutex_t, timespec};
+use lockmeter_core::{LockKind, Mode};
+
+/// glibc's `PTHREAD_MUTEX_ROBUST_NORMAL_NP` bit of `__kind`.
+const ROBUST: c_int = 16;
+/// `FUTEX_TID_MASK`: the owner's tid in a robust mutex's lock word.
+const TID_MASK: u32 = 0x3fff_ffff;
+
+/// Whether `m` is a robust mutex (glibc layout: `__kind` is the `int` at offset 16 on x86_64 and
+/// aarch64).
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn is_robust(m: *mut pthread_mutex_t) -> bool {
+    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
+    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) };
+    kind & ROBUST != 0
+}
+
+/// A blocking mutex acquisition through `lock`: trylock first, except for robust mutexes (whose
+/// trylock has side effects), where contention is read from the lock word.
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`; `lock` is a real lock call on it.
+#[inline(always)]
+unsafe fn mutex_acquire(
+    m: *mut pthread_mutex_t,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    if unsafe { is_robust(m) } {
+        return meter::lock_peek(
+            m as usize,
+            LockKind::Mutex,
+            Mode::Exclusive,
+            site,
+            // SAFETY: as above.
+            |me| unsafe { robust_held_by_other(m, me) },
+            lock,
+        );
+    }
+    meter::lock_with(
+        m as usize,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        // SAFETY: as above.
+        || unsafe { real::mutex_trylock(m) },
+        lock,
+    )
+}
+
+/// Whether another thread than `me` holds the robust mutex `m` (its lock word holds the owner's
+/// tid).
+///
+/// # Safety
+/// `m` points at an initialized robust `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn robust_held_by_other(m: *mut pthread_mutex_t, me: u32) -> bool {
+    // SAFETY: the lock word is the first int of the mutex; a racy read is fine (it is a hint).
+    let word = unsafe { core::ptr::read_volatile(m as *const u32) } & TID_MASK;
+    word != 0 && word != me
+}
+
+trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
+unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
+        return swapped_acquire(m, site, s, || s.lock());
+    }
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = || unsafe { real::mutex_lock(m) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
+}
+
+trampoline!("C" fn pthread_mutex_trylock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_trylock);
+unsafe extern "C" fn imp_mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
+        return meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || {
+            s.try_lock()
+        });
+    }
+    // SAFETY: forwarded with the caller's arguments.
+    meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || unsafe {
+        real::mutex_trylock(m)
+    })
+}
+
+trampoline!("C" fn pthread_mutex_timedlock(_m: *mut pthread_mutex_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => imp_mutex_timedlock);
+unsafe extern "C" fn imp_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
+        // SAFETY: `t` is the caller's deadline.
+        return swapped_acquire(m, site, s, || unsafe { s.timed_lock(libc::CLOCK_REALTIME, t) });
+    }
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = || unsafe { real::mutex_timedlock(m, t) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
+}
+
+trampoline!("C" fn pthread_mutex_clocklock(_m: *mut pthread_mutex_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => imp_mutex_clocklock);
+unsafe extern "C" fn imp_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    c: clockid_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::for_lock(m, site) } {
+        if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
+            return libc::EINVAL; // glibc checks the clock first
+        }
+        // SAFETY: `t` is the caller's deadline.
+        return swapped_acquire(m, site, s, || unsafe { s.timed_lock(c, t) });
+    }
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = || unsafe { real::mutex_clocklock(m, c, t) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
+}
+
+lock_trio! {
+    pthread_mutex_t, LockKind::Mutex, errno as_is;
+    unlock pthread_mutex_unlock(m) {
+        // SAFETY: the caller's mutex (the libc contract).
+        if let Some(s) = unsafe { swap::existing(m) } {
+            return meter::unlock_with(m as usize, || s.unlock());
+        }
+        // SAFETY: forwarded with the caller's arguments.
+        meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
+    }
+    init pthread_mutex_init(m, a: *const libc::pthread_mutexattr_t; site) x86 "rdx", arm "x2" => imp_mutex_init {
+        // SAFETY: forwarded with the caller's arguments.
+        let r = unsafe { real::mutex_init(m, a) };
+        if r == 0 {
+            // SAFETY: `m` was just initialized.
+            unsafe { swap::at_init(m, site) };
+        }
+        r
+    }
+    destroy pthread_mutex_destroy(m) -> c_int {
+        // SAFETY: the caller's mutex (the libc contract); forwarded with the caller's arguments.
+        unsafe {
+            match swap::existing(m) {
+                Some(s) => s.destroy(m),
+                None => real::mutex_destroy(m),
+            }
+        }
+    }
+}
+
+/// A blocking acquisition of swapped mutex `m`: the lab lock's trylock, then `lock`.
+#[inline(always)]
+pub(super) fn swapped_acquire(
+    m: *mut pthread_mutex_t,
+    site: usize,
+    s: swap::Swapped,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    meter::lock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || s.try_lock(), lock)
+}

@@ -1,0 +1,256 @@
+//! The acquire and release paths the hooks call: a blocking lock (trylock first, then the timed
+//! wait), a trylock, an unlock, and a condvar wait's release and re-acquisition.
+
+use super::record::{Contention, cost_sample, held_site, holding};
+use super::{
+    How, acquired, find_held, hold_is_timed, released, releasing, try_failed, wait_begin, wait_end,
+};
+use crate::state::{CFG, Cx};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::Relaxed;
+use lockmeter_core::{LockKind, Mode, clock};
+
+/// A whole blocking acquisition: trylock first, then the blocking call only if that found the
+/// lock held. Returns exactly what `lock()` alone would have returned.
+#[inline(always)]
+pub(crate) fn lock_with(
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
+    let r = try_lock();
+    let r = if r == libc::ENOTRECOVERABLE {
+        // What the blocking call would answer too (and it must not be called: glibc's trylock
+        // may leave a not-recoverable robust mutex's word set).
+        r
+    } else if r == 0 || r == libc::EOWNERDEAD {
+        let timed = cost_sample(&cx, |p| &mut p.cost_acq);
+        let a0 = crate::cost::now_if(timed);
+        acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+        if timed {
+            let c = &cx.shard.cost;
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
+        }
+        r
+    } else if r == libc::EBUSY {
+        wait_for(&cx, addr, kind, mode, site, lock)
+    } else {
+        // Another error (EINVAL, EAGAIN, EDEADLK...): let the blocking call give its own answer.
+        lock_uncontended(&cx, addr, kind, mode, site, lock)
+    };
+    crate::state::leave(cx);
+    r
+}
+
+/// The lock was found held: gathers who holds it and where we are (before the clock starts, so
+/// that unwinding is never counted as wait), then blocks in `lock` and records the wait.
+#[inline(always)]
+pub(super) fn wait_for(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let slot = wait_begin(addr, kind);
+    let g0 = clock::now();
+    let who = Contention::gather(cx, slot, site);
+    let t0 = clock::now();
+    cx.shard.cost.gather_ticks.add(t0.saturating_sub(g0));
+    let r = lock();
+    let t1 = clock::now();
+    wait_end(slot);
+    if r == 0 || r == libc::EOWNERDEAD {
+        let timed = cost_sample(cx, |p| &mut p.cost_acq);
+        acquired(cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
+        if timed {
+            let c = &cx.shard.cost;
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, t1, clock::now());
+        }
+    } else if r == libc::ETIMEDOUT {
+        try_failed(cx, addr, kind, mode, site);
+    }
+    r
+}
+
+/// Calls `lock` without timing it, and records the acquisition if it succeeded.
+#[inline(always)]
+pub(super) fn lock_uncontended(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = lock();
+    if r == 0 || r == libc::EOWNERDEAD {
+        acquired(cx, addr, kind, mode, site, How::Immediate, None);
+    }
+    r
+}
+
+/// A whole blocking acquisition that must not try the lock first (robust mutexes, whose trylock
+/// has side effects): contention is read from the lock word instead. `held_by_other(tid)` tells
+/// whether another thread than `tid` holds the lock now.
+#[inline(always)]
+pub(crate) fn lock_peek(
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    held_by_other: impl FnOnce(u32) -> bool,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
+    let r = if held_by_other(cx.shard.tid.load(Relaxed)) {
+        wait_for(&cx, addr, kind, mode, site, lock)
+    } else {
+        lock_uncontended(&cx, addr, kind, mode, site, lock)
+    };
+    crate::state::leave(cx);
+    r
+}
+
+/// A trylock.
+#[inline(always)]
+pub(crate) fn trylock_with(
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(try_lock()) };
+    let r = try_lock();
+    if r == 0 || r == libc::EOWNERDEAD {
+        acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+    } else if r == libc::EBUSY {
+        try_failed(&cx, addr, kind, mode, site);
+    }
+    crate::state::leave(cx);
+    r
+}
+
+/// Notes that this thread enters a condvar wait on mutex `addr` at `t0`, and whether another
+/// thread wanted the mutex then (for `cnt_hold` of the hold that the wait ends).
+#[inline(always)]
+pub(crate) fn cond_begin(cx: &Cx, addr: usize, site: usize, t0: u64) {
+    let wanted = find_held(cx, addr).is_some_and(|i| {
+        // SAFETY: busy flag held.
+        let p = unsafe { cx.private() };
+        // SAFETY: registry slots are never unmapped.
+        p.held
+            .get(i)
+            .is_some_and(|h| !h.slot.is_null() && unsafe { &*h.slot }.wanted.load(Relaxed) != 0)
+    });
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    p.cond_addr = addr;
+    p.cond_site = site;
+    p.cond_t0 = t0;
+    p.cond_wanted = wanted;
+}
+
+/// The condvar wait returned normally.
+#[inline(always)]
+pub(crate) fn cond_end(cx: &Cx) {
+    // SAFETY: busy flag held.
+    unsafe { cx.private() }.cond_addr = 0;
+}
+
+/// A condvar wait released mutex `addr` at `t0` and re-acquired it at `t1`: ends the hold that
+/// was on the held stack, and records the re-acquisition (condvar wait, kept apart from lock
+/// wait).
+pub(crate) fn cond_reacquired(cx: &Cx, addr: usize, site: usize, t0: u64, t1: u64) {
+    // SAFETY: busy flag held.
+    let wanted = unsafe { cx.private() }.cond_wanted;
+    if let Some(i) = find_held(cx, addr) {
+        releasing(cx, i);
+        released(cx, i, t0, wanted);
+    }
+    acquired(cx, addr, LockKind::Mutex, Mode::Exclusive, site, How::CondWait { t0, t1 }, None);
+}
+
+/// An unlock of the mutex of a condvar wait this thread is still in: the thread was cancelled
+/// inside the wait, and glibc re-acquired the mutex while unwinding. Records that now.
+#[cold]
+pub(super) fn cancelled_cond_reacquire(cx: &Cx, addr: usize) {
+    let (site, t0) = {
+        // SAFETY: busy flag held; the borrow ends before `cond_reacquired` takes its own.
+        let p = unsafe { cx.private() };
+        p.cond_addr = 0;
+        (p.cond_site, p.cond_t0)
+    };
+    cond_reacquired(cx, addr, site, t0, clock::now());
+}
+
+/// An unlock.
+#[inline(always)]
+pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    let Some(cx) = crate::state::enter() else { return unlock() };
+    // SAFETY: busy flag held.
+    if unsafe { cx.private() }.cond_addr == addr {
+        cancelled_cond_reacquire(&cx, addr);
+    }
+    let Some(i) = find_held(&cx, addr) else {
+        crate::state::leave(cx);
+        return unlock();
+    };
+    let timed = cost_sample(&cx, |p| &mut p.cost_rel);
+    let u0 = crate::cost::now_if(timed);
+    let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
+    let wanted = releasing(&cx, i);
+    let c = &cx.shard.cost;
+    let r = end_hold(&cx, i, t_rel, wanted, || {
+        if timed {
+            crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, clock::now());
+        }
+        unlock()
+    });
+    crate::state::leave(cx);
+    r
+}
+
+/// Runs the real release `release` of held index `i` and records the hold when it succeeds.
+/// For lock-holder preemption (`run --kernel` reads the held stack of a switched-out thread),
+/// the hold ends before the real call: a waker preempted inside it by the thread it woke is not
+/// a preempted holder. The entry is put back if the release fails.
+#[inline(always)]
+pub(super) fn end_hold(
+    cx: &Cx,
+    i: usize,
+    t_rel: u64,
+    wanted: bool,
+    release: impl FnOnce() -> c_int,
+) -> c_int {
+    // The site that took the lock, read while we still hold it (for the holder's stack).
+    let acq_site = if wanted && CFG.frames.load(Relaxed) > 1 { held_site(cx, i) } else { 0 };
+    // SAFETY: busy flag held.
+    let held_addr = unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
+    let r = release();
+    if r != 0 {
+        // SAFETY: busy flag held.
+        if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
+            h.addr = a;
+        }
+        return r;
+    }
+    if wanted && CFG.frames.load(Relaxed) > 1 {
+        let c = &cx.shard.cost;
+        c.holding.add(1);
+        let timed = cost_sample(cx, |p| &mut p.cost_holding);
+        let h0 = crate::cost::now_if(timed);
+        holding(cx, i, t_rel, acq_site);
+        if timed {
+            crate::cost::add(&c.holding_timed, &c.holding_ticks, h0, clock::now());
+        }
+    }
+    released(cx, i, t_rel, wanted);
+    r
+}

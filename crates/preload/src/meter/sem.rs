@@ -1,0 +1,169 @@
+//! The semaphore paths the hooks call (`sem_wait`, `sem_trywait`, `sem_timedwait`,
+//! `sem_clockwait`, `sem_post`).
+//!
+//! `sem_*` return 0, or -1 with errno set. A semaphore is metered like a mutex whose trylock is
+//! `sem_trywait` (EAGAIN: no token): an acquisition is a wait that returned 0, contended when the
+//! first try found no token; a failed `sem_trywait` and a timed wait that timed out are trylock
+//! failures; a wait interrupted by a signal (EINTR) is neither. A `sem_post` by a thread with the
+//! semaphore on its held stack ends that hold (a binary semaphore used as a lock gets hold times);
+//! any other post (a producer's) ends no hold and bumps the slot's epoch, which retires the
+//! semaphore's entries on every thread's held stack (see `live`). Each function returns what the
+//! real call returned and leaves errno as that call left it: errno is read right after it and set
+//! again last.
+//!/ Whether threads are blocked in glibc on the semaphore at `addr`: glibc's `struct new_sem` on
+//!/ 64-bit targets keeps the number of blocked waiters in the high half of its first `u64`.
+
+use super::paths::end_hold;
+use super::record::Contention;
+use super::{
+    How, TRY_WANTED, acquired, drop_ended_holds, find_held, hold_is_timed, releasing, try_failed,
+};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::Relaxed;
+use lockmeter_core::{LockKind, Mode, clock};
+
+#[inline(always)]
+pub(super) fn sem_has_waiters(addr: usize) -> bool {
+    // SAFETY: `addr` is the `sem_t` the program passed to `sem_post` (initialized, mapped and
+    // 8-aligned), which glibc itself reads and writes with 64-bit atomics; a racy read is a hint.
+    let data = unsafe { core::ptr::read_volatile(addr as *const u64) };
+    data >> 32 != 0
+}
+
+/// `r` from a call made without metering, with errno `e` as that call left it.
+#[inline(always)]
+pub(super) fn sem_unmetered(r: c_int, e: c_int) -> c_int {
+    let r = crate::state::unmetered(r);
+    crate::sys::set_errno(e);
+    r
+}
+
+/// A blocking semaphore wait (`sem_wait`, `sem_timedwait`, `sem_clockwait`): when `probe`,
+/// `try_wait` (the real `sem_trywait`) first, and the real `wait` only when that found no token;
+/// without `probe` (arguments glibc refuses before trying) only `wait`.
+///
+/// The real wait is a cancellation point, so it runs outside metering, like a condvar wait: the
+/// busy flag is clear and no counter is raised across it (the holder's post learns of blocked
+/// waiters from glibc's own count), so a thread cancelled inside it leaves nothing behind.
+#[inline(always)]
+pub(crate) fn sem_wait_with(
+    addr: usize,
+    site: usize,
+    probe: bool,
+    try_wait: impl FnOnce() -> c_int,
+    wait: impl FnOnce() -> c_int,
+) -> c_int {
+    use crate::sys::{errno, set_errno};
+    let kind = LockKind::Semaphore;
+    let mode = Mode::Exclusive;
+    let e0 = errno();
+    let Some(cx) = crate::state::enter() else {
+        let r = wait();
+        return sem_unmetered(r, errno());
+    };
+    let mut who = None;
+    if probe {
+        let r = try_wait();
+        let e = errno();
+        if r == 0 {
+            acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+            crate::state::leave(cx);
+            set_errno(e);
+            return 0;
+        }
+        if e == libc::EAGAIN {
+            // Contended. The mark tells the holder's post that the lock was wanted even if this
+            // thread takes the token before glibc counts it as a waiter; the next acquisition
+            // clears it.
+            let slot = crate::state::registry()
+                .and_then(|reg| reg.lookup(addr as u64, kind))
+                .map(|(_, s)| s);
+            if let Some(s) = slot
+                && s.wanted.load(Relaxed) & TRY_WANTED == 0
+            {
+                s.wanted.fetch_or(TRY_WANTED, Relaxed);
+            }
+            who = Some(Contention::gather(&cx, slot, site));
+        }
+    }
+    crate::state::leave(cx);
+    set_errno(e0);
+    let t0 = if who.is_some() { clock::now() } else { 0 };
+    let r = wait();
+    let t1 = if who.is_some() { clock::now() } else { 0 };
+    let e = errno();
+    if let Some(cx) = crate::state::enter() {
+        if r == 0 {
+            let how = if who.is_some() { How::Waited { t0, t1 } } else { How::Immediate };
+            acquired(&cx, addr, kind, mode, site, how, who.as_ref());
+        } else if e == libc::ETIMEDOUT {
+            try_failed(&cx, addr, kind, mode, site);
+        }
+        crate::state::leave(cx);
+    }
+    set_errno(e);
+    r
+}
+
+/// `sem_trywait`: an acquisition, or a trylock failure (EAGAIN).
+#[inline(always)]
+pub(crate) fn sem_trywait_with(
+    addr: usize,
+    site: usize,
+    try_wait: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else {
+        let r = try_wait();
+        return sem_unmetered(r, crate::sys::errno());
+    };
+    let r = try_wait();
+    let e = crate::sys::errno();
+    if r == 0 {
+        acquired(&cx, addr, LockKind::Semaphore, Mode::Exclusive, site, How::Immediate, None);
+    } else if e == libc::EAGAIN {
+        try_failed(&cx, addr, LockKind::Semaphore, Mode::Exclusive, site);
+    }
+    crate::state::leave(cx);
+    crate::sys::set_errno(e);
+    r
+}
+
+/// `sem_post`: the end of this thread's hold, or (a post by a thread that holds no token of it)
+/// the end of every hold of the semaphore without a hold time.
+#[inline(always)]
+pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int {
+    let Some(cx) = crate::state::enter() else { return post() };
+    {
+        // SAFETY: busy flag held; this borrow ends before `find_held` takes its own.
+        let p = unsafe { cx.private() };
+        if p.held_len > 0 {
+            drop_ended_holds(p);
+        }
+    }
+    let (r, e);
+    if let Some(i) = find_held(&cx, addr) {
+        let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
+        let wanted = releasing(&cx, i);
+        let wanted = wanted || sem_has_waiters(addr);
+        // errno is read right after the real post, before the hold is recorded.
+        let mut post_errno = 0;
+        r = end_hold(&cx, i, t_rel, wanted, || {
+            let r = post();
+            post_errno = crate::sys::errno();
+            r
+        });
+        e = post_errno;
+    } else {
+        r = post();
+        e = crate::sys::errno();
+        if r == 0
+            && let Some((_, slot)) = crate::state::registry()
+                .and_then(|reg| reg.lookup(addr as u64, LockKind::Semaphore))
+        {
+            slot.epoch.fetch_add(1, Relaxed);
+        }
+    }
+    crate::state::leave(cx);
+    crate::sys::set_errno(e);
+    r
+}

@@ -1,0 +1,149 @@
+//! The per-thread TLS block (a `const`-initialized cell block without a destructor, usable at
+//! any point of a thread's life) and a hook's way in and out of metering: `enter`, `leave`,
+//! `unmetered`.
+
+use super::shards::{ACQ_NO_SHARD, Private, Shard, new_shard};
+use super::{READY, STATE};
+use core::cell::Cell;
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::*;
+
+/// The per-thread TLS block. All-zero is its initial state (no lazy init, no destructor).
+#[repr(C)]
+pub(crate) struct Tls {
+    pub(crate) shard: Cell<*const Shard>,
+    /// Set while a hook does its own bookkeeping: nested calls pass straight through.
+    pub(crate) busy: Cell<bool>,
+    /// Set once this thread was refused a shard.
+    pub(crate) refused: Cell<bool>,
+}
+
+// On x86_64 the block is a `.tbss` symbol reached through the initial-exec TLS model: one
+// `%fs`-relative load, where Rust's `thread_local!` in a cdylib calls `__tls_get_addr` on every
+// access (general-dynamic model). A library loaded by LD_PRELOAD always gets static TLS.
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl __lockmeter_preload_tls",
+    ".hidden __lockmeter_preload_tls",
+    ".type __lockmeter_preload_tls, @object",
+    ".size __lockmeter_preload_tls, 16",
+    "__lockmeter_preload_tls:",
+    ".zero 16",
+    ".popsection",
+);
+const _: () = assert!(size_of::<Tls>() <= 16 && align_of::<Tls>() <= 8);
+
+/// This thread's TLS block.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn tls() -> Option<&'static Tls> {
+    let p: usize;
+    // SAFETY: loads the block's offset from the thread pointer (a GOT entry filled by the dynamic
+    // linker) and adds the thread pointer (%fs:0 holds its own address on x86_64 Linux). The
+    // block is 16 zero-initialized bytes, valid as a `Tls`, alive as long as the thread.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr [rip + __lockmeter_preload_tls@GOTTPOFF]",
+            "add {p}, qword ptr fs:0",
+            p = out(reg) p,
+            options(nostack, pure, readonly, preserves_flags)
+        );
+        Some(&*(p as *const Tls))
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+thread_local! {
+    static TLS: Tls = const {
+        Tls { shard: Cell::new(core::ptr::null()), busy: Cell::new(false), refused: Cell::new(false) }
+    };
+}
+/// This thread's TLS block.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(crate) fn tls() -> Option<&'static Tls> {
+    // SAFETY: the block has no destructor and lives as long as the thread.
+    TLS.try_with(|t| unsafe { &*(t as *const Tls) }).ok()
+}
+
+/// A hook's view of its thread while it meters.
+pub(crate) struct Cx {
+    pub(crate) tls: *const Tls,
+    pub(crate) shard: &'static Shard,
+}
+
+impl Cx {
+    /// The thread's private shard part.
+    ///
+    /// # Safety
+    /// Only one `&mut Private` may be live at a time: callers hold the `busy` flag (see `enter`)
+    /// and do not call this twice in overlapping scopes.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn private(&self) -> &mut Private {
+        // SAFETY: by the caller's contract and Shard's Sync invariant.
+        unsafe { &mut *self.shard.private.get() }
+    }
+}
+
+/// Enters metering: `None` means pass through (not ready, re-entered, or no shard).
+#[inline(always)]
+pub(crate) fn enter() -> Option<Cx> {
+    if STATE.load(Relaxed) != READY {
+        return None;
+    }
+    let t = tls()?;
+    let tls = t as *const Tls;
+    if t.busy.get() {
+        return None;
+    }
+    let mut sp = t.shard.get();
+    if sp.is_null() {
+        if t.refused.get() {
+            return None;
+        }
+        t.busy.set(true);
+        sp = new_shard();
+        t.busy.set(false);
+        if sp.is_null() {
+            t.refused.set(true);
+            return None;
+        }
+        t.shard.set(sp);
+    }
+    t.busy.set(true);
+    // SAFETY: shards are never unmapped.
+    Some(Cx { tls, shard: unsafe { &*sp } })
+}
+
+/// Passes through the result `r` of an acquisition made without metering, counting it as not
+/// recorded when the thread was refused a table (and only then: before start-up, after the
+/// profile was written, or re-entered, an acquisition is outside metering, not lost).
+#[inline(always)]
+pub(crate) fn unmetered(r: c_int) -> c_int {
+    if (r == 0 || r == libc::EOWNERDEAD)
+        && STATE.load(Relaxed) == READY
+        && tls().is_some_and(|t| t.refused.get() && !t.busy.get())
+    {
+        ACQ_NO_SHARD.fetch_add(1, Relaxed);
+    }
+    r
+}
+
+/// Leaves metering.
+#[inline(always)]
+pub(crate) fn leave(cx: Cx) {
+    // SAFETY: see `enter`.
+    unsafe { (*cx.tls).busy.set(false) };
+}
+
+/// Forgets the calling thread's shard (in a fork child).
+pub(crate) fn reset_thread() {
+    if let Some(t) = tls() {
+        t.shard.set(core::ptr::null());
+        t.busy.set(false);
+        t.refused.set(false);
+    }
+}
