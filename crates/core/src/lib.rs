@@ -31,6 +31,7 @@
 pub mod clock;
 pub mod cost_model;
 pub mod hist;
+pub mod probe;
 pub mod registry;
 pub mod reservoir;
 pub mod settings;

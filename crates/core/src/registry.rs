@@ -21,6 +21,7 @@
 //! lockdep classes do. The collector folds the statistics of dead identities into their class.
 
 use crate::mix64;
+use crate::probe::Probe;
 use crate::stats::LockKind;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 
@@ -156,11 +157,9 @@ impl<'a> Registry<'a> {
             return None;
         }
         'retry: for _ in 0..4 {
-            let mut i = mix64(addr) as usize;
             let mut tomb = None;
-            let probes = MAX_PROBE.min(self.slots.len());
-            for n in 0..probes {
-                let idx = i & self.mask;
+            let probes = MAX_PROBE.min(self.mask.wrapping_add(1));
+            for (n, idx) in Probe::new(mix64(addr), self.mask.wrapping_add(1), probes).enumerate() {
                 let s = self.slots.get(idx)?;
                 let a = s.addr.load(Acquire);
                 if a == addr {
@@ -191,7 +190,6 @@ impl<'a> Registry<'a> {
                         Err(_) => continue 'retry,
                     }
                 }
-                i = i.wrapping_add(1);
             }
             break;
         }
@@ -204,16 +202,13 @@ impl<'a> Registry<'a> {
         if addr <= TOMBSTONE {
             return None;
         }
-        let mut i = mix64(addr) as usize;
-        for _ in 0..MAX_PROBE.min(self.slots.len()) {
-            let idx = i & self.mask;
+        for idx in Probe::new(mix64(addr), self.mask.wrapping_add(1), MAX_PROBE) {
             let s = self.slots.get(idx)?;
             match s.addr.load(Acquire) {
                 a if a == addr => return Some((idx as u32, s)),
                 0 => return None,
                 _ => {}
             }
-            i = i.wrapping_add(1);
         }
         None
     }
@@ -416,9 +411,7 @@ impl<const N: usize> Classes<N> {
     /// address; 0 when the table is full. Lock-free (one CAS per new class), no allocation.
     pub fn intern(&self, site: u64, kind: LockKind, origin: ClassOrigin, addr: u64) -> u32 {
         let tag = (kind as u8 & 15) | ((origin as u8) << 4);
-        let mut i = mix64(site ^ ((tag as u64) << 56)) as usize;
-        for _ in 0..N.min(MAX_PROBE) {
-            let idx = i & (N - 1);
+        for idx in Probe::new(mix64(site ^ ((tag as u64) << 56)), N, MAX_PROBE) {
             let Some(e) = self.entries.get(idx) else { return 0 };
             let mut t = e.tag.load(Acquire);
             if t == 0 {
@@ -438,7 +431,6 @@ impl<const N: usize> Classes<N> {
             if t == tag && e.site.load(Relaxed) == site {
                 return idx as u32 + 1;
             }
-            i = i.wrapping_add(1);
         }
         0
     }

@@ -12,6 +12,7 @@
 //! Both are single-writer (the owning thread) and readable by any thread, like
 //! [`crate::table::Table`]; what does not fit is refused, and the caller counts it.
 
+use crate::probe::Probe;
 use crate::{Counter, mix64};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -77,9 +78,8 @@ impl<'a> StackStore<'a> {
             return None;
         }
         let h = stack_hash(frames);
-        let mut i = h as usize;
-        for _ in 0..MAX_PROBE.min(self.entries.len()) {
-            let e = self.entries.get(i & self.mask)?;
+        for i in Probe::new(h, self.mask.wrapping_add(1), MAX_PROBE) {
+            let e = self.entries.get(i)?;
             let eh = e.hash.load(Ordering::Relaxed);
             if eh == h {
                 return Some(h);
@@ -96,7 +96,6 @@ impl<'a> StackStore<'a> {
                 self.len.add(1);
                 return Some(h);
             }
-            i = i.wrapping_add(1);
         }
         None
     }
@@ -249,9 +248,8 @@ impl<'a> EventTable<'a> {
                 ^ kind.rotate_left(40)
                 ^ mix64(k.stack ^ k.holder_site.rotate_left(17) ^ k.holder_stack.rotate_left(31)),
         );
-        let mut i = h as usize;
-        for _ in 0..MAX_PROBE.min(self.entries.len()) {
-            let e = self.entries.get(i & self.mask)?;
+        for i in Probe::new(h, self.mask.wrapping_add(1), MAX_PROBE) {
+            let e = self.entries.get(i)?;
             let el = e.k_lock.load(Ordering::Relaxed);
             if el == k.lock
                 && e.k_kind.load(Ordering::Relaxed) == kind
@@ -273,7 +271,6 @@ impl<'a> EventTable<'a> {
                 self.len.add(1);
                 return Some(e);
             }
-            i = i.wrapping_add(1);
         }
         None
     }

@@ -34,6 +34,7 @@
 
 use crate::hist::Log2Hist;
 use crate::mix64;
+use crate::probe::Probe;
 use crate::stats::LiveStats;
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
@@ -200,10 +201,9 @@ impl<'m> Table<'m> {
         let idx = self.index.load(Relaxed);
         let cap = self.index_cap.load(Relaxed);
         if !idx.is_null() {
-            let mut i = h as usize;
-            for _ in 0..cap {
-                // SAFETY: the index holds `cap` (a power of two) slots; `i & (cap - 1)` is in range.
-                let v = unsafe { &*idx.add(i & (cap - 1)) }.load(Relaxed);
+            for i in Probe::new(h, cap, cap) {
+                // SAFETY: the index holds `cap` (a power of two) slots; a probe is below `cap`.
+                let v = unsafe { &*idx.add(i) }.load(Relaxed);
                 if v == 0 {
                     break;
                 }
@@ -213,7 +213,6 @@ impl<'m> Table<'m> {
                         return Some(e);
                     }
                 }
-                i = i.wrapping_add(1);
             }
         }
         self.insert(k1, k2, h)
@@ -261,15 +260,13 @@ impl<'m> Table<'m> {
     fn index_put(&self, h: u64, n: usize) {
         let idx = self.index.load(Relaxed);
         let cap = self.index_cap.load(Relaxed);
-        let mut i = h as usize;
-        for _ in 0..cap {
+        for i in Probe::new(h, cap, cap) {
             // SAFETY: as in `get`.
-            let slot = unsafe { &*idx.add(i & (cap - 1)) };
+            let slot = unsafe { &*idx.add(i) };
             if slot.load(Relaxed) == 0 {
                 slot.store(((h >> 32) << 32) | (n as u64 + 1), Relaxed);
                 return;
             }
-            i = i.wrapping_add(1);
         }
     }
 

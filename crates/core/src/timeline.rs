@@ -27,6 +27,8 @@
 //! assert_eq!(open, vec![(7, [5, 0, 0, 10])]);
 //! ```
 
+use crate::probe::Probe;
+
 /// Most intervals kept before neighbours are merged.
 pub const MAX_INTERVALS: usize = 512;
 
@@ -83,12 +85,8 @@ impl<'a> SumMap<'a> {
     /// The slot of `pair`, inserted empty if absent; `None` when full.
     fn slot(&mut self, pair: u64) -> Option<&mut Slot> {
         let cap = self.slots.len();
-        if cap == 0 {
-            return None;
-        }
-        let mut i = crate::mix64(pair.wrapping_add(1)) as usize & (cap - 1);
         let mut found = None;
-        for _ in 0..cap {
+        for i in Probe::new(crate::mix64(pair.wrapping_add(1)), cap, cap) {
             let s = self.slots.get(i)?;
             if s.stamp == self.stamp && s.pair == pair {
                 found = Some(i);
@@ -104,7 +102,6 @@ impl<'a> SumMap<'a> {
                 found = Some(i);
                 break;
             }
-            i = (i + 1) & (cap - 1);
         }
         self.slots.get_mut(found?)
     }
@@ -112,11 +109,7 @@ impl<'a> SumMap<'a> {
     /// The slot of `pair`, if present (nothing inserted).
     fn find(&self, pair: u64) -> Option<&Slot> {
         let cap = self.slots.len();
-        if cap == 0 {
-            return None;
-        }
-        let mut i = crate::mix64(pair.wrapping_add(1)) as usize & (cap - 1);
-        for _ in 0..cap {
+        for i in Probe::new(crate::mix64(pair.wrapping_add(1)), cap, cap) {
             let s = self.slots.get(i)?;
             if s.stamp != self.stamp {
                 return None;
@@ -124,7 +117,6 @@ impl<'a> SumMap<'a> {
             if s.pair == pair {
                 return Some(s);
             }
-            i = (i + 1) & (cap - 1);
         }
         None
     }

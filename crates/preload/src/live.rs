@@ -14,6 +14,7 @@ use crate::state;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use lockmeter_core::Stats;
+use lockmeter_core::probe::Probe;
 
 /// Set while metering is paused on request (`ctl pause`, before `--delay`, after `--duration`).
 pub(crate) static PAUSED: AtomicBool = AtomicBool::new(false);
@@ -166,8 +167,7 @@ fn slot_of(b: &Base, key: [u64; 3]) -> Option<(usize, bool)> {
         return None;
     }
     let h = lockmeter_core::mix64(key[0] ^ key[1].rotate_left(17) ^ key[2].rotate_left(41));
-    let mut i = h as usize & (b.cap - 1);
-    for _ in 0..b.cap {
+    for i in Probe::new(h, b.cap, b.cap) {
         // SAFETY: i < cap, inside the mapping.
         let k = unsafe { *b.keys.add(i) };
         if k == key {
@@ -176,7 +176,6 @@ fn slot_of(b: &Base, key: [u64; 3]) -> Option<(usize, bool)> {
         if k[1] == 0 {
             return Some((i, false));
         }
-        i = (i + 1) & (b.cap - 1);
     }
     None
 }

@@ -5,6 +5,7 @@
 use super::Enc;
 use crate::state;
 use lockmeter_core::LockKind;
+use lockmeter_core::probe::Probe;
 
 /// Writes a lock identity, with the name the program gave it.
 pub(super) fn write_lock(
@@ -72,83 +73,62 @@ impl IdMap {
         IdMap { keys: mem.cast(), vals, cap, bytes, next: core::cell::Cell::new(0) }
     }
 
-    /// The id of `pair` if it has one.
-    pub(super) fn find(&self, pair: u64) -> Option<u32> {
+    /// The slot of `pair` (key 0 marks an empty slot; keys are `pair + 1`): its key and value
+    /// pointers and whether `pair` is there (false: the empty slot it would take). `None` when
+    /// the map could not be mapped or is full.
+    fn slot(&self, pair: u64) -> Option<(*mut u64, *mut u32, bool)> {
         if self.keys.is_null() {
             return None;
         }
         let k = pair.wrapping_add(1);
-        let mut i = lockmeter_core::mix64(k) as usize & (self.cap - 1);
-        for _ in 0..self.cap {
+        for i in Probe::new(lockmeter_core::mix64(k), self.cap, self.cap) {
             // SAFETY: i < cap; both arrays have cap elements inside the mapping.
             let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
             // SAFETY: as above; only this thread uses the map.
-            let cur = unsafe { *kp };
-            if cur == k {
-                // SAFETY: as above.
-                return Some(unsafe { *vp });
+            match unsafe { *kp } {
+                cur if cur == k => return Some((kp, vp, true)),
+                0 => return Some((kp, vp, false)),
+                _ => {}
             }
-            if cur == 0 {
-                return None;
-            }
-            i = (i + 1) & (self.cap - 1);
         }
         None
     }
 
+    /// The id of `pair` if it has one.
+    pub(super) fn find(&self, pair: u64) -> Option<u32> {
+        match self.slot(pair)? {
+            // SAFETY: a slot of the mapping; only this thread uses the map.
+            (_, vp, true) => Some(unsafe { *vp }),
+            _ => None,
+        }
+    }
+
     /// Sets the value of `pair` (inserting it), so that `find` returns `val`.
     pub(super) fn set(&self, pair: u64, val: u32) {
-        if self.keys.is_null() {
-            return;
-        }
-        let k = pair.wrapping_add(1);
-        let mut i = lockmeter_core::mix64(k) as usize & (self.cap - 1);
-        for _ in 0..self.cap {
-            // SAFETY: i < cap; both arrays have cap elements inside the mapping.
-            let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
-            // SAFETY: as above; only this thread uses the map.
-            let cur = unsafe { *kp };
-            if cur == k || cur == 0 {
-                // SAFETY: as above.
-                unsafe {
-                    *kp = k;
-                    *vp = val;
-                }
-                return;
+        if let Some((kp, vp, _)) = self.slot(pair) {
+            // SAFETY: a slot of the mapping; only this thread uses the map.
+            unsafe {
+                *kp = pair.wrapping_add(1);
+                *vp = val;
             }
-            i = (i + 1) & (self.cap - 1);
         }
     }
 
     /// The id of `pair`, and whether it was just assigned.
     pub(super) fn get(&self, pair: u64) -> Option<(u32, bool)> {
-        if self.keys.is_null() {
-            return None;
+        let (kp, vp, found) = self.slot(pair)?;
+        if found {
+            // SAFETY: a slot of the mapping; only this thread uses the map.
+            return Some((unsafe { *vp }, false));
         }
-        let k = pair.wrapping_add(1); // 0 marks empty
-        let mut i = lockmeter_core::mix64(k) as usize & (self.cap - 1);
-        for _ in 0..self.cap {
-            // SAFETY: i < cap; both arrays have cap elements inside the mapping.
-            let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
-            // SAFETY: as above; only this thread uses the map.
-            let cur = unsafe { *kp };
-            if cur == k {
-                // SAFETY: as above.
-                return Some((unsafe { *vp }, false));
-            }
-            if cur == 0 {
-                let id = self.next.get();
-                self.next.set(id + 1);
-                // SAFETY: as above.
-                unsafe {
-                    *kp = k;
-                    *vp = id;
-                }
-                return Some((id, true));
-            }
-            i = (i + 1) & (self.cap - 1);
+        let id = self.next.get();
+        self.next.set(id + 1);
+        // SAFETY: as above.
+        unsafe {
+            *kp = pair.wrapping_add(1);
+            *vp = id;
         }
-        None
+        Some((id, true))
     }
 
     pub(super) fn free(self) {
