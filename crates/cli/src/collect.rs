@@ -113,8 +113,11 @@ pub(crate) fn collect(
 /// The processes still running whose environment names this run's manifest (they were started
 /// under it and will write their profiles when they end), as `name[pid]`.
 fn still_running(manifest: &Path) -> Vec<String> {
-    let mut left: Vec<String> =
-        run_processes(manifest).into_iter().map(|(pid, comm)| format!("{comm}[{pid}]")).collect();
+    let mut left: Vec<String> = run_processes(manifest)
+        .into_iter()
+        .filter(|(_, comm)| comm != crate::guards::GUARDIAN_NAME)
+        .map(|(pid, comm)| format!("{comm}[{pid}]"))
+        .collect();
     left.sort();
     left
 }

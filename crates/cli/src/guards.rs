@@ -1,11 +1,15 @@
 //! `run`'s side of the collector's guardians (see the preload's `guard.rs`): a pipe whose write
 //! end every metered process and its guardian inherit (`LOCKMETER_GUARD_FD`). `run` keeps only
 //! the read end; once the program has ended, end of file on it means every guardian is done, so
-//! the profiles they write are complete before `run` reads them.
+//! the profiles they write are complete before `run` reads them. A process that lives on (a
+//! daemon) keeps the pipe open too: `run` stops waiting as soon as no guardian of the run is
+//! writing (one whose program ended), without waiting for the daemon.
 
 use lockmeter_core::settings;
+use std::collections::HashSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -58,8 +62,11 @@ impl DonePipe {
         self.write = None;
     }
 
-    /// Waits until every holder of the write end closed it, at most `limit`. False on timeout.
-    pub(crate) fn wait_done(&self, limit: Duration) -> bool {
+    /// Waits until the guardians are done, at most `limit`: every holder of the write end
+    /// closed it, or (with the run's `manifest`) no guardian of the run is writing a profile any
+    /// more, so that a process of the program that lives on (a daemon, which holds the pipe too)
+    /// does not hold `run` up. False on timeout.
+    pub(crate) fn wait_done(&self, limit: Duration, manifest: Option<&Path>) -> bool {
         let end = Instant::now() + limit;
         let mut buf = [0u8; 64];
         loop {
@@ -69,19 +76,45 @@ impl DonePipe {
             }
             let mut p =
                 libc::pollfd { fd: self.read.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let ms = left.as_millis().min(50) as i32;
             // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-            if r <= 0 {
-                continue; // timeout (checked above) or EINTR
-            }
-            // SAFETY: `buf` is writable for its length; the descriptor is ours.
-            let n =
-                unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n == 0 {
+            let r = unsafe { libc::poll(&mut p, 1, ms) };
+            if r > 0 {
+                // SAFETY: `buf` is writable for its length; the descriptor is ours.
+                let n = unsafe {
+                    libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                };
+                if n == 0 {
+                    return true;
+                }
+            } else if manifest.is_some_and(|m| !guardian_writing(m)) {
                 return true;
             }
         }
     }
+}
+
+/// The name every guardian gives itself (`prctl(PR_SET_NAME)` in the preload's `guard.rs`).
+pub(crate) const GUARDIAN_NAME: &str = "lockmeter-guard";
+
+/// Whether a guardian of the run (`manifest`) may be writing a profile: one whose program ended.
+/// A guardian's parent is the process it guards until that process ends (then it is handed to
+/// init or a subreaper at once), so a guardian whose parent is not a live process of the run is
+/// writing, or about to leave.
+fn guardian_writing(manifest: &Path) -> bool {
+    let procs = crate::collect::run_processes(manifest);
+    let live: HashSet<u32> =
+        procs.iter().filter(|(_, c)| c != GUARDIAN_NAME).map(|(p, _)| *p).collect();
+    procs
+        .iter()
+        .filter(|(_, c)| c == GUARDIAN_NAME)
+        .any(|(pid, _)| parent_of(*pid).is_none_or(|pp| !live.contains(&pp)))
+}
+
+/// The parent pid of process `pid` (field 4 of `/proc/PID/stat`, after the name in parentheses).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Waits until child `pid` has ended, without reaping it: its zombie keeps the exit status the

@@ -328,7 +328,7 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     // The program's zombie stays until the guardians are done (its guardian reads its status).
     crate::guards::wait_exited(child.id());
     if let Some(d) = &done
-        && !d.wait_done(crate::guards::LIMIT)
+        && !d.wait_done(crate::guards::LIMIT, manifest.as_ref().map(|m| m.path()))
     {
         eprintln!(
             "lockmeter: a process of the program still runs {} s after it ended: its profile is not in this summary (it writes it when it ends)",
