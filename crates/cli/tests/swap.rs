@@ -281,15 +281,6 @@ fn memcached_under(algo: &str) {
     p.check(p.totals("acquisitions") > served, "more acquisitions than commands");
 }
 
-fn which(prog: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(prog))
-        .find(|p| p.is_file())
-        .ok_or(())
-}
-
 #[test]
 fn memcached_runs_under_mcs() {
     memcached_under("mcs");

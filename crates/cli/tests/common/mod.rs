@@ -575,3 +575,13 @@ pub const MUTEX_SIZE: u64 = 40;
 pub fn elem(base: &str, i: u64, size: u64) -> String {
     if i == 0 { base.to_string() } else { format!("{base}+{:#x}", i * size) }
 }
+
+/// The path of program `prog` on `PATH`, if it is installed.
+pub fn which(prog: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
