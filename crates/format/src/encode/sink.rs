@@ -79,11 +79,7 @@ impl<'a> SliceSink<'a> {
 
 impl Sink for SliceSink<'_> {
     fn write_all(&mut self, buf: &[u8]) -> Result<(), SinkError> {
-        let end = self.len.checked_add(buf.len()).ok_or(SinkError::Full)?;
-        let dst = self.buf.get_mut(self.len..end).ok_or(SinkError::Full)?;
-        dst.copy_from_slice(buf);
-        self.len = end;
-        Ok(())
+        append(self.buf, &mut self.len, buf)
     }
 }
 
@@ -133,12 +129,18 @@ impl<S: Sink, const N: usize> Sink for BufSink<S, N> {
         if buf.len() >= N {
             return self.inner.write_all(buf);
         }
-        let end = self.len.checked_add(buf.len()).ok_or(SinkError::Full)?;
-        let dst = self.buf.get_mut(self.len..end).ok_or(SinkError::Full)?;
-        dst.copy_from_slice(buf);
-        self.len = end;
-        Ok(())
+        append(&mut self.buf, &mut self.len, buf)
     }
+}
+
+/// Copies `src` into `buf` after its first `*len` bytes and advances `*len`; [`SinkError::Full`],
+/// writing nothing, when it does not fit.
+fn append(buf: &mut [u8], len: &mut usize, src: &[u8]) -> Result<(), SinkError> {
+    let end = len.checked_add(src.len()).ok_or(SinkError::Full)?;
+    let dst = buf.get_mut(*len..end).ok_or(SinkError::Full)?;
+    dst.copy_from_slice(src);
+    *len = end;
+    Ok(())
 }
 
 /// Adapts any [`io::Write`] (allocates on error only: it keeps the [`io::Error`]).
