@@ -13,7 +13,9 @@
 use std::path::Path;
 
 use lockmeter_core::hist::{BUCKETS, bucket_high, bucket_low};
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use plotters::style::text_anchor;
 
@@ -283,6 +285,31 @@ fn hist_points(h: &[u64; BUCKETS]) -> Vec<(f64, f64)> {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
+/// A panel's chart builder: its caption, and the margins and label areas every panel shares.
+fn panel<'a, 'b>(area: &'a Area<'b>, caption: &str) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(caption, (FONT, 18))
+        .margin(12)
+        .margin_right(36)
+        .x_label_area_size(50)
+        .y_label_area_size(64);
+    b
+}
+
+/// Draws a panel's mesh in the fonts and grid colours every panel shares.
+fn draw_mesh<X, Y>(mesh: &mut MeshStyle<'_, '_, X, Y, SVGBackend<'_>>) -> Result<(), ExportError>
+where
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    mesh.label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(render_err)
+}
+
 /// One panel: a log-x chart with one line per lock.
 struct Panel<'s> {
     caption: &'static str,
@@ -322,30 +349,21 @@ impl Panel<'_> {
             let m = lines.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(0.0, f64::max);
             if m > 0.0 { (m * 1.1).min(100.0) } else { 100.0 }
         };
-        let mut chart = ChartBuilder::on(area)
-            .caption(self.caption, (FONT, 18))
-            .margin(12)
-            .margin_right(36)
-            .x_label_area_size(50)
-            .y_label_area_size(64)
+        let mut chart = panel(area, self.caption)
             .build_cartesian_2d((lo..hi).log_scale(), 0f64..y_max)
             .map_err(render_err)?;
         let decades = (hi / lo).log10().round().max(1.0) as usize;
-        chart
-            .configure_mesh()
-            .x_labels(decades + 1)
-            .y_labels(11)
-            .y_max_light_lines(1)
-            .x_label_formatter(&|v| fmt_ns_short(*v))
-            .y_label_formatter(&|v| format!("{v:.0}%"))
-            .x_desc(self.x_desc)
-            .y_desc(self.y_desc)
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 15))
-            .light_line_style(RGBColor(240, 240, 240))
-            .bold_line_style(RGBColor(215, 215, 215))
-            .draw()
-            .map_err(render_err)?;
+        draw_mesh(
+            chart
+                .configure_mesh()
+                .x_labels(decades + 1)
+                .y_labels(11)
+                .y_max_light_lines(1)
+                .x_label_formatter(&|v| fmt_ns_short(*v))
+                .y_label_formatter(&|v| format!("{v:.0}%"))
+                .x_desc(self.x_desc)
+                .y_desc(self.y_desc),
+        )?;
         if lines.is_empty() {
             let (w, h) = chart.plotting_area().dim_in_pixel();
             let style = TextStyle::from((FONT, 16))
@@ -410,29 +428,20 @@ fn draw_timeline(a: &Analysis, area: &Area<'_>, series: &[Series]) -> Result<(),
     let t_end = a.timeline.last().map_or(1.0, |iv| iv.end_ns as f64 / 1e9).max(1e-3);
     let y_max = lines.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(0.0, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
-    let mut chart = ChartBuilder::on(area)
-        .caption(TIMELINE_CAPTION, (FONT, 18))
-        .margin(12)
-        .margin_right(36)
-        .x_label_area_size(50)
-        .y_label_area_size(64)
+    let mut chart = panel(area, TIMELINE_CAPTION)
         .build_cartesian_2d(0f64..t_end, 0f64..y_max)
         .map_err(render_err)?;
-    chart
-        .configure_mesh()
-        .x_labels(11)
-        .y_labels(11)
-        .y_max_light_lines(1)
-        .x_label_formatter(&|v| format!("{v:.3}"))
-        .y_label_formatter(&|v| format!("{v:.2}"))
-        .x_desc(TIMELINE_X_AXIS)
-        .y_desc(TIMELINE_Y_AXIS)
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(RGBColor(240, 240, 240))
-        .bold_line_style(RGBColor(215, 215, 215))
-        .draw()
-        .map_err(render_err)?;
+    draw_mesh(
+        chart
+            .configure_mesh()
+            .x_labels(11)
+            .y_labels(11)
+            .y_max_light_lines(1)
+            .x_label_formatter(&|v| format!("{v:.3}"))
+            .y_label_formatter(&|v| format!("{v:.2}"))
+            .x_desc(TIMELINE_X_AXIS)
+            .y_desc(TIMELINE_Y_AXIS),
+    )?;
     for (s, points) in lines {
         chart
             .draw_series(LineSeries::new(points, s.color.stroke_width(2)).point_size(3))
