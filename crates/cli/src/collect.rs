@@ -113,33 +113,13 @@ pub(crate) fn collect(
 /// The processes still running whose environment names this run's manifest (they were started
 /// under it and will write their profiles when they end), as `name[pid]`.
 fn still_running(manifest: &Path) -> Vec<String> {
-    let mut left: Vec<String> = run_processes(manifest)
+    let mut left: Vec<String> = crate::guards::run_processes(manifest)
         .into_iter()
         .filter(|(_, comm)| comm != crate::guards::GUARDIAN_NAME)
         .map(|(pid, comm)| format!("{comm}[{pid}]"))
         .collect();
     left.sort();
     left
-}
-
-/// The running processes whose environment names the run's manifest `manifest` (every process
-/// the run started, and their guardians while they run): pid and name.
-pub(crate) fn run_processes(manifest: &Path) -> Vec<(u32, String)> {
-    let mut want = format!("{}=", lockmeter_core::settings::MANIFEST.env).into_bytes();
-    want.extend_from_slice(manifest.as_os_str().as_encoded_bytes());
-    let mut found = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else { return found };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
-        if env.split(|&b| b == 0).any(|v| v == want.as_slice()) {
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            found.push((pid, comm.trim().to_owned()));
-        }
-    }
-    found
 }
 
 #[cfg(test)]

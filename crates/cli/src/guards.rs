@@ -102,7 +102,7 @@ pub(crate) const GUARDIAN_NAME: &str = "lockmeter-guard";
 /// init or a subreaper at once), so a guardian whose parent is not a live process of the run is
 /// writing, or about to leave.
 fn guardian_writing(manifest: &Path) -> bool {
-    let procs = crate::collect::run_processes(manifest);
+    let procs = run_processes(manifest);
     let live: HashSet<u32> =
         procs.iter().filter(|(_, c)| c != GUARDIAN_NAME).map(|(p, _)| *p).collect();
     procs
@@ -129,4 +129,24 @@ pub(crate) fn wait_exited(pid: u32) {
             return;
         }
     }
+}
+
+/// The running processes whose environment names the run's manifest `manifest` (every process
+/// the run started, and their guardians while they run): pid and name.
+pub(crate) fn run_processes(manifest: &Path) -> Vec<(u32, String)> {
+    let mut want = format!("{}=", lockmeter_core::settings::MANIFEST.env).into_bytes();
+    want.extend_from_slice(manifest.as_os_str().as_encoded_bytes());
+    let mut found = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return found };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if env.split(|&b| b == 0).any(|v| v == want.as_slice()) {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            found.push((pid, comm.trim().to_owned()));
+        }
+    }
+    found
 }

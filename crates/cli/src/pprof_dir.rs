@@ -159,7 +159,7 @@ impl Writer {
                 next += period;
                 let mut pids = vec![pid];
                 if let Some(m) = &manifest {
-                    pids.extend(crate::collect::run_processes(m).into_iter().map(|(p, _)| p));
+                    pids.extend(crate::guards::run_processes(m).into_iter().map(|(p, _)| p));
                 }
                 pids.sort_unstable();
                 pids.dedup();

@@ -203,7 +203,7 @@ impl<'a> Timeline<'a> {
 
     /// Adds one record's raw figures to lock `pair`'s sums. `heir` is where the lock's figures
     /// will be summed once it ends (its class, 0: none): when a later sample no longer has
-    /// `pair`, its figures so far move to `heir`, in every interval (see [`Timeline::inherit`]).
+    /// `pair`, its figures so far move to `heir`, in every interval (see `Timeline::inherit`).
     pub fn add(&mut self, pair: u64, heir: u64, v: [u64; 4]) {
         match self.cur.slot(pair) {
             Some(s) => {
@@ -412,7 +412,7 @@ impl<'a> Timeline<'a> {
     }
 
     /// The open interval: calls `f` with each lock's sums just made less the last sample (only
-    /// non-zero ones). Changes nothing but what [`Timeline::inherit`] does for locks that ended
+    /// non-zero ones). Changes nothing but what `Timeline::inherit` does for locks that ended
     /// since the last sample.
     pub fn open_deltas(&mut self, mut f: impl FnMut(u64, [u64; 4])) {
         self.inherit();

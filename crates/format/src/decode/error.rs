@@ -23,7 +23,7 @@ pub struct FormatError {
 pub enum FormatErrorKind {
     /// No bytes at all.
     Empty,
-    /// The first 8 bytes are not [`MAGIC`]; `looks_like` names what the file seems to be.
+    /// The first 8 bytes are not [`MAGIC`](crate::layout::MAGIC); `looks_like` names what the file seems to be.
     BadMagic {
         /// e.g. `"an ELF file"`, `"JSON"`.
         looks_like: Option<&'static str>,
@@ -52,7 +52,7 @@ pub enum FormatErrorKind {
         /// The length field.
         len: u32,
     },
-    /// An unknown record flagged [`flags::CRITICAL`]: a newer writer's record that may not be
+    /// An unknown record flagged [`flags::CRITICAL`](crate::layout::flags::CRITICAL): a newer writer's record that may not be
     /// skipped.
     NeedsNewer {
         /// The unknown tag.

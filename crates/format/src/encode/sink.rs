@@ -28,7 +28,7 @@ impl fmt::Display for SinkError {
 
 impl std::error::Error for SinkError {}
 
-/// Where an [`Encoder`] writes: a file descriptor, a buffer, an [`io::Write`].
+/// Where an [`Encoder`](super::Encoder) writes: a file descriptor, a buffer, an [`io::Write`].
 ///
 /// Implementations used by the preload must not allocate or take locks.
 pub trait Sink {
@@ -87,7 +87,7 @@ impl Sink for SliceSink<'_> {
 /// call sees few large writes. Allocation-free; `N` bytes live inline.
 ///
 /// Nothing is flushed on drop: call [`flush`](BufSink::flush) or
-/// [`into_inner`](BufSink::into_inner) after [`Encoder::finish`].
+/// [`into_inner`](BufSink::into_inner) after [`Encoder::finish`](super::Encoder::finish).
 #[derive(Debug)]
 pub struct BufSink<S: Sink, const N: usize> {
     inner: S,
