@@ -703,35 +703,14 @@ fn child_named(pid: u32, comm: &str) -> Option<u32> {
 /// the snapshot works.
 #[test]
 fn memcached_under_load_answers_a_snapshot_and_keeps_serving() {
-    use std::net::TcpStream;
     use std::time::{Duration, Instant};
-    let (Ok(_), Ok(_)) = (which("memcached"), which("memcaslap")) else {
-        eprintln!(
-            "skipped: memcached or memcaslap is not installed (.ci/install.sh installs them)"
-        );
-        return;
-    };
     let s = Scratch::new("live-memcached");
     let port = (24000 + std::process::id() % 20000) as u16;
     let out = s.path("mc.lmp");
-    let mut cmd = lockmeter_cmd(&s.dir);
-    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--", "memcached", "-u", "root"]);
-    cmd.args(["-A", "-U", "0", "-l", "127.0.0.1", "-t", "4", "-p", &port.to_string()]);
-    let child = spawn(&mut cmd);
-    let addr = format!("127.0.0.1:{port}");
-    let start = Instant::now();
-    let mut conn = loop {
-        match TcpStream::connect(&addr) {
-            Ok(c) => break c,
-            Err(e) if start.elapsed() > Duration::from_secs(30) => {
-                let ran = finish("memcached".into(), child, b"", Duration::from_secs(1));
-                panic!("memcached did not listen on {addr}: {e}\n{ran}");
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mc = child_named(child.id(), "memcached").expect("memcached's pid under lockmeter run");
+    let Some(mut server) = Memcached::start(&s, &out, &[], port) else { return };
+    let addr = server.addr.clone();
+    let mc =
+        child_named(server.child.id(), "memcached").expect("memcached's pid under lockmeter run");
     let load = Command::new("memcaslap")
         .args(["-s", &addr, "-t", "4s", "-T", "2", "-c", "16"])
         .stdout(Stdio::piped())
@@ -759,17 +738,9 @@ fn memcached_under_load_answers_a_snapshot_and_keeps_serving() {
         .find_map(|l| l.trim().strip_prefix("get_misses: "))
         .and_then(|v| v.trim().parse::<u64>().ok());
     assert_eq!(misses, Some(0), "memcaslap's get misses:\n{load_out}");
-    let mut r = BufReader::new(conn.try_clone().unwrap());
-    conn.write_all(b"set livekey 0 0 5\r\nhello\r\nget livekey\r\n").unwrap();
-    let mut lines = Vec::new();
-    for _ in 0..4 {
-        let mut l = String::new();
-        r.read_line(&mut l).unwrap();
-        lines.push(l);
-    }
+    let lines = server.set_get("livekey");
     assert_eq!(lines, ["STORED\r\n", "VALUE livekey 0 5\r\n", "hello\r\n", "END\r\n"]);
-    conn.write_all(b"shutdown\r\n").unwrap();
-    let ran = finish("memcached under lockmeter run".into(), child, b"", RUN_LIMIT);
+    let ran = server.shutdown("memcached under lockmeter run".into());
     let p = Profile::load(&out, &ran);
     p.check_consistency();
     // Everything the snapshot counted is in the final profile, and more.

@@ -21,9 +21,7 @@
 mod common;
 
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::io::{BufRead, Write};
 
 /// Every algorithm `--lock` takes besides `pthread`.
 const ALGOS: [&str; 10] =
@@ -176,65 +174,25 @@ fn condvars_timeouts_trylocks_and_fork_behave_under_every_algorithm() {
 /// Runs memcached under `lockmeter run --lock ALGO`, drives it with memcaslap (no get may miss),
 /// checks a set/get round trip, then shuts it down and checks the profile.
 fn memcached_under(algo: &str) {
-    let (Ok(_), Ok(_)) = (which("memcached"), which("memcaslap")) else {
-        eprintln!(
-            "skipped: memcached or memcaslap is not installed (.ci/install.sh installs them)"
-        );
-        return;
-    };
     let s = Scratch::new(&format!("swap-memcached-{}", algo.replace(':', "-")));
     let port = 20000 + (std::process::id() % 20000) as u16 + if algo == "mcs" { 0 } else { 1 };
     let out = s.path("mc.lmp");
-    let mut cmd = lockmeter_cmd(&s.dir);
-    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--lock", algo, "--", "memcached"]);
-    cmd.args([
-        "-u",
-        "root",
-        "-A",
-        "-U",
-        "0",
-        "-l",
-        "127.0.0.1",
-        "-t",
-        "4",
-        "-p",
-        &port.to_string(),
-    ]);
-    let child = spawn(&mut cmd);
-    let addr = format!("127.0.0.1:{port}");
-    let start = Instant::now();
-    let mut conn = loop {
-        match TcpStream::connect(&addr) {
-            Ok(c) => break c,
-            Err(e) if start.elapsed() > Duration::from_secs(30) => {
-                let ran = finish("memcached".into(), child, b"", Duration::from_secs(1));
-                panic!("memcached did not listen on {addr}: {e}\n{ran}");
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let Some(mut mc) = Memcached::start(&s, &out, &["--lock", algo], port) else { return };
+    let addr = mc.addr.clone();
     let load = std::process::Command::new("memcaslap")
         .args(["-s", &addr, "-t", "3s", "-T", "2", "-c", "16"])
         .output()
         .expect("cannot run memcaslap");
     let load_out = String::from_utf8_lossy(&load.stdout).into_owned();
     assert!(load.status.success(), "memcaslap failed under {algo}:\n{load_out}");
-    let mut r = BufReader::new(conn.try_clone().unwrap());
-    conn.write_all(b"set swapkey 0 0 5\r\nhello\r\nget swapkey\r\n").unwrap();
-    let mut lines = Vec::new();
-    for _ in 0..4 {
-        let mut l = String::new();
-        r.read_line(&mut l).unwrap();
-        lines.push(l);
-    }
+    let lines = mc.set_get("swapkey");
     assert_eq!(lines, ["STORED\r\n", "VALUE swapkey 0 5\r\n", "hello\r\n", "END\r\n"], "{algo}");
     // memcaslap's own count of the commands it got answers to, against memcached's.
-    conn.write_all(b"stats\r\n").unwrap();
+    mc.conn.write_all(b"stats\r\n").unwrap();
     let mut stats = String::new();
     loop {
         let mut l = String::new();
-        if r.read_line(&mut l).unwrap() == 0 || l == "END\r\n" {
+        if mc.reader.read_line(&mut l).unwrap() == 0 || l == "END\r\n" {
             break;
         }
         stats.push_str(&l);
@@ -266,10 +224,7 @@ fn memcached_under(algo: &str) {
         "{algo}: memcached's counts against memcaslap's\n{stats}\n{load_out}"
     );
     let served = stat("cmd_get") + stat("cmd_set");
-    conn.write_all(b"shutdown\r\n").unwrap();
-    let mut rest = String::new();
-    let _ = r.read_to_string(&mut rest);
-    let ran = finish(format!("memcached under --lock {algo}"), child, b"", RUN_LIMIT);
+    let ran = mc.shutdown(format!("memcached under --lock {algo}"));
     let p = Profile::load(&out, &ran);
     p.check_consistency();
     let swapped = notes(&p).iter().any(|n| {

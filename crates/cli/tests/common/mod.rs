@@ -585,3 +585,67 @@ pub fn which(prog: &str) -> Result<PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// memcached (loopback only, 4 threads, `shutdown` allowed) started under `lockmeter run -q -o
+/// OUT RUN_OPTS`, with a connection open to it.
+pub struct Memcached {
+    pub child: Child,
+    pub addr: String,
+    pub conn: std::net::TcpStream,
+    pub reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl Memcached {
+    /// Starts it on `port` and connects (waiting up to 30 s for it to listen). `None`, with the
+    /// reason printed, when memcached or memcaslap is not installed.
+    pub fn start(s: &Scratch, out: &Path, run_opts: &[&str], port: u16) -> Option<Memcached> {
+        let (Ok(_), Ok(_)) = (which("memcached"), which("memcaslap")) else {
+            eprintln!(
+                "skipped: memcached or memcaslap is not installed (.ci/install.sh installs them)"
+            );
+            return None;
+        };
+        let mut cmd = lockmeter_cmd(&s.dir);
+        cmd.args(["run", "-q", "-o", out.to_str().unwrap()]).args(run_opts);
+        cmd.args(["--", "memcached", "-u", "root", "-A", "-U", "0", "-l", "127.0.0.1", "-t", "4"]);
+        cmd.args(["-p", &port.to_string()]);
+        let child = spawn(&mut cmd);
+        let addr = format!("127.0.0.1:{port}");
+        let start = Instant::now();
+        let conn = loop {
+            match std::net::TcpStream::connect(&addr) {
+                Ok(c) => break c,
+                Err(e) if start.elapsed() > Duration::from_secs(30) => {
+                    let ran = finish("memcached".into(), child, b"", Duration::from_secs(1));
+                    panic!("memcached did not listen on {addr}: {e}\n{ran}");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let reader = std::io::BufReader::new(conn.try_clone().unwrap());
+        Some(Memcached { child, addr, conn, reader })
+    }
+
+    /// Sets `key` to "hello" and gets it back: the four lines memcached answered.
+    pub fn set_get(&mut self, key: &str) -> Vec<String> {
+        use std::io::BufRead;
+        let req = format!("set {key} 0 0 5\r\nhello\r\nget {key}\r\n");
+        self.conn.write_all(req.as_bytes()).unwrap();
+        (0..4)
+            .map(|_| {
+                let mut l = String::new();
+                self.reader.read_line(&mut l).unwrap();
+                l
+            })
+            .collect()
+    }
+
+    /// Asks memcached to shut down and waits for `lockmeter run` to end.
+    pub fn shutdown(mut self, what: String) -> Ran {
+        self.conn.write_all(b"shutdown\r\n").unwrap();
+        let mut rest = String::new();
+        let _ = self.reader.read_to_string(&mut rest);
+        finish(what, self.child, b"", RUN_LIMIT)
+    }
+}
