@@ -133,6 +133,12 @@ impl<'a> SumMap<'a> {
     }
 }
 
+/// The heir of the lock of `s` (a slot of the last sample) if that lock ended since: the sums
+/// just made (`cur`) no longer have it, and it has an heir other than itself.
+fn ended_heir(cur: &SumMap<'_>, s: &Slot) -> Option<u64> {
+    (s.heir != 0 && s.heir != s.pair && cur.find(s.pair).is_none()).then_some(s.heir)
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Interval {
     start_ns: u64,
@@ -228,11 +234,9 @@ impl<'a> Timeline<'a> {
         let mut k = 0;
         while let Some(s) = self.prev.slot_at(k).copied() {
             k += 1;
-            if s.heir == 0 || s.heir == s.pair || self.cur.find(s.pair).is_some() {
-                continue;
-            }
+            let Some(heir) = ended_heir(&self.cur, &s) else { continue };
             moved = true;
-            match self.prev.get(s.heir) {
+            match self.prev.get(heir) {
                 Some(h) => {
                     for (a, b) in h.iter_mut().zip(s.v) {
                         *a = a.wrapping_add(b);
@@ -250,12 +254,8 @@ impl<'a> Timeline<'a> {
             let Some(rows) = self.rows.get_mut(iv.first..iv.first + iv.len) else { continue };
             let mut renamed = false;
             for r in rows.iter_mut() {
-                if let Some(s) = self.prev.find(r.pair)
-                    && s.heir != 0
-                    && s.heir != s.pair
-                    && self.cur.find(s.pair).is_none()
-                {
-                    r.pair = s.heir;
+                if let Some(heir) = self.prev.find(r.pair).and_then(|s| ended_heir(&self.cur, s)) {
+                    r.pair = heir;
                     renamed = true;
                 }
             }
