@@ -23,10 +23,10 @@ pub struct Probe {
 
 impl Probe {
     /// The slots `hash` probes in a table of `cap` slots (a power of two; 0: none), at most
-    /// `limit` of them (each slot at most once).
+    /// `limit` of them (each slot at most once). Never panics (preload hooks call it): with a
+    /// capacity that is not a power of two the slots are still below `cap`, only not all reached.
     #[inline(always)]
     pub fn new(hash: u64, cap: usize, limit: usize) -> Probe {
-        debug_assert!(cap == 0 || cap.is_power_of_two(), "capacity {cap}");
         let mask = cap.wrapping_sub(1);
         Probe { next: hash as usize & mask, mask, left: limit.min(cap) }
     }
