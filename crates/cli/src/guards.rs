@@ -94,8 +94,11 @@ impl DonePipe {
     }
 }
 
-/// The name every guardian gives itself (`prctl(PR_SET_NAME)` in the preload's `guard.rs`).
-pub(crate) const GUARDIAN_NAME: &str = "lockmeter-guard";
+/// The name every guardian gives itself ([`lockmeter_core::GUARDIAN_NAME`]).
+pub(crate) const GUARDIAN_NAME: &str = match lockmeter_core::GUARDIAN_NAME.to_str() {
+    Ok(s) => s,
+    Err(_) => panic!("the guardian's name is UTF-8"),
+};
 
 /// Whether a guardian of the run (`manifest`) may be writing a profile: one whose program ended.
 /// A guardian's parent is the process it guards until that process ends (then it is handed to

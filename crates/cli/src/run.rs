@@ -445,7 +445,12 @@ fn run_with_kernel(
         }
     }
     for k in kernel.into_iter().flatten() {
-        if k.records.is_empty() {
+        // A process the preload did not see may be a guardian of ours (it shares the program's
+        // memory, so the kernel collector follows it): what it did is lockmeter's, not the
+        // program's.
+        let guardian = !k.threads.is_empty()
+            && k.threads.iter().all(|t| t.name == crate::guards::GUARDIAN_NAME);
+        if k.records.is_empty() || guardian {
             continue;
         }
         let root = k.header.ppid == std::process::id() || main.is_none() && others.is_empty();

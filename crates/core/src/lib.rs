@@ -88,6 +88,10 @@ pub(crate) const fn pow2_floor(n: usize) -> usize {
     if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) }
 }
 
+/// The name every collector guardian gives itself (`prctl(PR_SET_NAME)`, the preload's
+/// `guard.rs`): how `run` tells lockmeter's own guardian processes from the program's.
+pub const GUARDIAN_NAME: &core::ffi::CStr = c"lockmeter-guard";
+
 /// A fast, well-mixing 64-bit hash (the `fmix64` finalizer of MurmurHash3).
 #[inline(always)]
 pub const fn mix64(mut k: u64) -> u64 {

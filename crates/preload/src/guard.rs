@@ -197,7 +197,10 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
     // SAFETY: written by `start` before the clone, on this stack; never written again.
     let Args { pid, exec_fd, done_fd } = unsafe { args.read() };
     raw(libc::SYS_setpgid, [0, 0, 0, 0]);
-    raw(libc::SYS_prctl, [libc::PR_SET_NAME as usize, c"lockmeter-guard".as_ptr() as usize, 0, 0]);
+    raw(
+        libc::SYS_prctl,
+        [libc::PR_SET_NAME as usize, lockmeter_core::GUARDIAN_NAME.as_ptr() as usize, 0, 0],
+    );
     // Keep only what we need: the exec pipe, run's pipe, stderr. Holding the program's other
     // descriptors could keep a pipe open that someone waits to see closed.
     let mut keep = [exec_fd, done_fd, 2];
