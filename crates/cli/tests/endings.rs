@@ -23,8 +23,33 @@ fn underscore_exit_writes_the_profile_and_passes_the_status() {
     p.check_consistency();
     p.expect_nothing_dropped();
     p.expect_end("_exit", None);
+    p.eq("header.end_exit_code", p.header()["end_exit_code"].as_u64(), Some(3));
     p.expect_lock("end_lock", "mutex", 1500);
     p.eq("threads", p.threads().len(), 3);
+}
+
+#[test]
+fn exit_and_return_from_main_record_the_exit_code() {
+    let s = Scratch::new("exit-code");
+    let exe = s.compile("ending");
+    for (mode, code) in [("exit3", 3u64), ("return0", 0)] {
+        let out = format!("{mode}.lmp");
+        let ran = run_metered(&s, &out, &[], &exe, &[mode, "400", "2"]);
+        ran.expect_code(code as i32);
+        let p = Profile::load(&s.path(&out), &ran);
+        p.check_consistency();
+        p.expect_end("exit", None);
+        p.eq("header.end_exit_code", p.header()["end_exit_code"].as_u64(), Some(code));
+        p.expect_lock("end_lock", "mutex", 800);
+        let report = lockmeter(&s.dir, &["report", s.path(&out).to_str().unwrap()]);
+        report.expect_code(0);
+        let want = format!("ended by exit {code}\n");
+        assert!(
+            report.stdout.contains(&want),
+            "{mode}: no '{want}' in the report:\n{}",
+            report.stdout
+        );
+    }
 }
 
 #[test]
@@ -35,6 +60,7 @@ fn exit_status_is_passed_through_and_stdio_untouched() {
     ran.expect_code(7);
     let p = Profile::load(&s.path("p.lmp"), &ran);
     p.expect_end("exit", None);
+    p.eq("header.end_exit_code", p.header()["end_exit_code"].as_u64(), Some(7));
     p.expect_lock("end_lock", "mutex", 600);
 
     let exe = s.compile("echo");

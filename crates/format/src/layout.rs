@@ -167,32 +167,44 @@ pub fn hold_timing_from_code(code: u8, value: u32) -> Option<HoldTiming> {
     })
 }
 
-/// [`EndReason`] as (code, signal): `Exit` = (0, 0), `UnderscoreExit` = (1, 0),
-/// `Signal(s)` = (2, s), `Exec` = (3, 0), `Snapshot` = (4, 0), `Killed(s)` = (5, s),
-/// `ExitGroup(code)` = (6, code), `Vanished` = (7, 0).
-pub fn end_reason_code(e: EndReason) -> (u8, i32) {
+/// [`EndReason`] as (code, flags, value): `Exit` = (0, _, code), `UnderscoreExit` = (1, _, code),
+/// `Signal(s)` = (2, 0, s), `Exec` = (3, 0, 0), `Snapshot` = (4, 0, 0), `Killed(s)` = (5, 0, s),
+/// `ExitGroup(code)` = (6, 0, code), `Vanished` = (7, 0, 0). `flags` is [`END_EXIT_CODE_KNOWN`]
+/// when an `Exit` or `UnderscoreExit` carries its exit code (the header's byte 59, which readers
+/// before it ignore), else 0.
+pub fn end_reason_code(e: EndReason) -> (u8, u8, i32) {
+    let exit = |code: u8, c: Option<i32>| match c {
+        Some(c) => (code, END_EXIT_CODE_KNOWN, c),
+        None => (code, 0, 0),
+    };
     match e {
-        EndReason::Exit => (0, 0),
-        EndReason::UnderscoreExit => (1, 0),
-        EndReason::Signal(s) => (2, s),
-        EndReason::Exec => (3, 0),
-        EndReason::Snapshot => (4, 0),
-        EndReason::Killed(s) => (5, s),
-        EndReason::ExitGroup(code) => (6, code),
-        EndReason::Vanished => (7, 0),
+        EndReason::Exit(c) => exit(0, c),
+        EndReason::UnderscoreExit(c) => exit(1, c),
+        EndReason::Signal(s) => (2, 0, s),
+        EndReason::Exec => (3, 0, 0),
+        EndReason::Snapshot => (4, 0, 0),
+        EndReason::Killed(s) => (5, 0, s),
+        EndReason::ExitGroup(code) => (6, 0, code),
+        EndReason::Vanished => (7, 0, 0),
     }
 }
 
-/// The inverse of [`end_reason_code`]; the signal is ignored for codes other than 2, 5 and 6.
-pub fn end_reason_from_code(code: u8, signal: i32) -> Option<EndReason> {
+/// The header flag (byte 59) saying that the value of an `Exit` or `UnderscoreExit` is its exit
+/// code.
+pub const END_EXIT_CODE_KNOWN: u8 = 1;
+
+/// The inverse of [`end_reason_code`]; the value is ignored for codes other than 0, 1 (with
+/// [`END_EXIT_CODE_KNOWN`]), 2, 5 and 6.
+pub fn end_reason_from_code(code: u8, flags: u8, value: i32) -> Option<EndReason> {
+    let known = (flags & END_EXIT_CODE_KNOWN != 0).then_some(value);
     Some(match code {
-        0 => EndReason::Exit,
-        1 => EndReason::UnderscoreExit,
-        2 => EndReason::Signal(signal),
+        0 => EndReason::Exit(known),
+        1 => EndReason::UnderscoreExit(known),
+        2 => EndReason::Signal(value),
         3 => EndReason::Exec,
         4 => EndReason::Snapshot,
-        5 => EndReason::Killed(signal),
-        6 => EndReason::ExitGroup(signal),
+        5 => EndReason::Killed(value),
+        6 => EndReason::ExitGroup(value),
         7 => EndReason::Vanished,
         _ => return None,
     })
@@ -243,8 +255,11 @@ mod tests {
             assert_eq!(hold_timing_from_code(c, v), Some(h));
         }
         for e in [
-            EndReason::Exit,
-            EndReason::UnderscoreExit,
+            EndReason::Exit(None),
+            EndReason::Exit(Some(0)),
+            EndReason::Exit(Some(3)),
+            EndReason::UnderscoreExit(None),
+            EndReason::UnderscoreExit(Some(255)),
             EndReason::Signal(15),
             EndReason::Exec,
             EndReason::Snapshot,
@@ -252,10 +267,12 @@ mod tests {
             EndReason::ExitGroup(5),
             EndReason::Vanished,
         ] {
-            let (c, v) = end_reason_code(e);
-            assert_eq!(end_reason_from_code(c, v), Some(e));
+            let (c, f, v) = end_reason_code(e);
+            assert_eq!(end_reason_from_code(c, f, v), Some(e));
         }
         assert_eq!(hold_timing_from_code(3, 0), None);
-        assert_eq!(end_reason_from_code(8, 0), None);
+        assert_eq!(end_reason_from_code(8, 0, 0), None);
+        // A file written before the exit code was recorded: byte 59 is 0, the code unknown.
+        assert_eq!(end_reason_from_code(0, 0, 0), Some(EndReason::Exit(None)));
     }
 }

@@ -126,13 +126,13 @@ pub enum HoldTiming {
 }
 
 /// Why the profile was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndReason {
-    /// `exit` or return from `main`.
-    #[default]
-    Exit,
-    /// `_exit` / `_Exit`.
-    UnderscoreExit,
+    /// `exit` or return from `main`, with the exit code (`None`: not recorded, as in profiles of
+    /// earlier versions and of the kernel collector).
+    Exit(Option<i32>),
+    /// `_exit` / `_Exit`, with the exit code (`None`: not recorded).
+    UnderscoreExit(Option<i32>),
     /// Killed by this signal (SIGTERM, SIGINT, ...).
     Signal(i32),
     /// The image was replaced by `exec*`.
@@ -148,6 +148,12 @@ pub enum EndReason {
     /// Ended where no handler of ours ran, and how could not be learnt (the process was reaped
     /// before the guardian looked); the profile was written by lockmeter's guardian.
     Vanished,
+}
+
+impl Default for EndReason {
+    fn default() -> Self {
+        EndReason::Exit(None)
+    }
 }
 
 impl EndReason {

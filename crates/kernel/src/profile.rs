@@ -333,7 +333,7 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
             clock: ClockInfo { source: 2, hz: 1_000_000_000, hz_run: 0 },
             cpu_count: raw.cpu_count,
             hold_timing: HoldTiming::Off,
-            end_reason: EndReason::Exit,
+            end_reason: EndReason::Exit(None),
         },
         maps: snap.maps.clone(),
         notes: raw.go.get(&pid).map(|g| g.note.clone()).into_iter().collect(),

@@ -3,7 +3,7 @@
 use crate::dump::{self, End};
 use crate::state::{self, CFG, STATE};
 use crate::sys::{self, env_count, getenv};
-use core::ffi::c_int;
+use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::*;
 use lockmeter_core::clock::{self, Calibration, Source};
 use lockmeter_core::settings;
@@ -109,9 +109,11 @@ fn init_inner() {
     dump::START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
     dump::START_TICKS.store(clock::now(), Relaxed);
 
-    // SAFETY: registering plain extern "C" callbacks; they never unwind.
+    // SAFETY: registering plain extern "C" callbacks; they never unwind. glibc's `on_exit`
+    // handlers run where `atexit` ones do (one list, in reverse order of registration), and get
+    // the status passed to `exit` (also when `main` returns).
     unsafe {
-        libc::atexit(on_exit);
+        on_exit(at_exit, core::ptr::null_mut());
         libc::pthread_atfork(None, None, Some(on_fork_child));
     }
     crate::swap::init(getenv(settings::LOCK.env_c), getenv(settings::LOCK_FILTER.env_c));
@@ -247,8 +249,13 @@ fn calibrate_stacks() {
     crate::unwind::return_cache(cache);
 }
 
-extern "C" fn on_exit() {
-    dump::write_profile(End::Exit);
+unsafe extern "C" {
+    /// glibc's `on_exit(3)`: like `atexit`, and the handler receives the exit status.
+    fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+}
+
+extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
+    dump::write_profile(End::Exit(status));
 }
 
 extern "C" fn on_fork_child() {

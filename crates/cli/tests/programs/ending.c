@@ -1,7 +1,8 @@
 /* How a process ends. argv: MODE N [THREADS].
  * Takes end_lock N times in the main thread (and N times in each of THREADS-1 helper threads,
  * joined first), then ends by MODE:
- *   exit7: exit(7)   _exit3: _exit(3)   chdir: chdir("/") then exit(0)
+ *   exit7: exit(7)   exit3: exit(3)   return0: returns 0 from main   _exit3: _exit(3)
+ *   chdir: chdir("/") then exit(0)
  *   hup: raise(SIGHUP)   abort: abort()
  *   termhandler: installs its own SIGTERM handler (which calls _exit(5)), then raise(SIGTERM)   term: raise(SIGTERM)   int: kill(getpid(), SIGINT)
  *   wait: prints "ready", then waits for a signal (pause)
@@ -115,6 +116,8 @@ int main(int argc, char **argv) {
         for (;;) pause();
     }
     if (!strcmp(mode, "exit7")) exit(7);
+    if (!strcmp(mode, "exit3")) exit(3);
+    if (!strcmp(mode, "return0")) return 0;
     if (!strcmp(mode, "_exit3")) _exit(3);
     if (!strcmp(mode, "chdir")) {
         if (chdir("/") != 0) return 95;

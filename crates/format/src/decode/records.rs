@@ -22,7 +22,7 @@ pub(super) fn decode_header(c: &mut Payload<'_>) -> R<Header> {
     let source = c.u8()?;
     let ht = c.u8()?;
     let er = c.u8()?;
-    let _reserved = c.u8()?;
+    let end_flags = c.u8()?;
     let sample = c.u32()?;
     let signal = c.i32()?;
     let collector_len = c.u32()?;
@@ -31,8 +31,8 @@ pub(super) fn decode_header(c: &mut Payload<'_>) -> R<Header> {
     let cmdline_len = c.u32()?;
     let hold_timing =
         layout::hold_timing_from_code(ht, sample).ok_or_else(|| c.bad_code("hold timing", ht))?;
-    let end_reason =
-        layout::end_reason_from_code(er, signal).ok_or_else(|| c.bad_code("end reason", er))?;
+    let end_reason = layout::end_reason_from_code(er, end_flags, signal)
+        .ok_or_else(|| c.bad_code("end reason", er))?;
     let collector = c.strict(collector_len, "collector")?;
     let lockmeter_version = c.strict(version_len, "lockmeter version")?;
     let exe = c.lossy(exe_len, "exe")?;

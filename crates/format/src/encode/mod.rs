@@ -286,10 +286,10 @@ impl<S: Sink> Encoder<S> {
         r.u64(h.clock.hz_run);
         r.u8(h.clock.source);
         let (ht, sample) = layout::hold_timing_code(h.hold_timing);
-        let (er, signal) = layout::end_reason_code(h.end_reason);
+        let (er, end_flags, signal) = layout::end_reason_code(h.end_reason);
         r.u8(ht);
         r.u8(er);
-        r.u8(0);
+        r.u8(end_flags);
         r.u32(sample);
         r.i32(signal);
         r.len32(collector);

@@ -41,8 +41,10 @@ use lockmeter_format::{BufSink, Encoder};
 /// Why the profile is written.
 #[derive(Clone, Copy)]
 pub(crate) enum End {
-    Exit,
-    UnderscoreExit,
+    /// `exit` or return from `main`, with the status passed to `exit`.
+    Exit(c_int),
+    /// `_exit` / `_Exit`, with their status.
+    UnderscoreExit(c_int),
     Signal(c_int),
     Exec,
     /// A snapshot while the program runs.

@@ -45,8 +45,8 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         n => HoldTiming::Sampled(n),
     };
     let end_reason = match end {
-        End::Exit => EndReason::Exit,
-        End::UnderscoreExit => EndReason::UnderscoreExit,
+        End::Exit(c) => EndReason::Exit(Some(c & 0xff)),
+        End::UnderscoreExit(c) => EndReason::UnderscoreExit(Some(c & 0xff)),
         End::Signal(s) => EndReason::Signal(s),
         End::Exec => EndReason::Exec,
         End::Snapshot => EndReason::Snapshot,

@@ -10,7 +10,7 @@ use core::ffi::{c_char, c_int};
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    crate::dump::write_profile(crate::dump::End::UnderscoreExit);
+    crate::dump::write_profile(crate::dump::End::UnderscoreExit(status));
     // SAFETY: forwarded.
     unsafe { real::exit_(status) };
     // SAFETY: _exit does not return; if the real one somehow did, end the process by syscall.
@@ -25,7 +25,7 @@ pub unsafe extern "C" fn _exit(status: c_int) -> ! {
 /// The libc contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
-    crate::dump::write_profile(crate::dump::End::UnderscoreExit);
+    crate::dump::write_profile(crate::dump::End::UnderscoreExit(status));
     // SAFETY: forwarded.
     unsafe { real::exit_upper(status) };
     // SAFETY: as in `_exit`.

@@ -227,8 +227,8 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
                 _ => None,
             },
             end_reason: match h.end_reason {
-                EndReason::Exit => "exit",
-                EndReason::UnderscoreExit => "_exit",
+                EndReason::Exit(_) => "exit",
+                EndReason::UnderscoreExit(_) => "_exit",
                 EndReason::Signal(_) => "signal",
                 EndReason::Exec => "exec",
                 EndReason::Snapshot => "snapshot",
@@ -242,6 +242,7 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             },
             end_exit_code: match h.end_reason {
                 EndReason::ExitGroup(c) => Some(c),
+                EndReason::Exit(c) | EndReason::UnderscoreExit(c) => c,
                 _ => None,
             },
             clock: ClockOut {

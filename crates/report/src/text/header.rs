@@ -45,8 +45,10 @@ fn fmt_threads(x: f64) -> String {
 
 fn end_reason(r: EndReason) -> String {
     match r {
-        EndReason::Exit => "exit".into(),
-        EndReason::UnderscoreExit => "_exit".into(),
+        EndReason::Exit(None) => "exit".into(),
+        EndReason::Exit(Some(c)) => format!("exit {c}"),
+        EndReason::UnderscoreExit(None) => "_exit".into(),
+        EndReason::UnderscoreExit(Some(c)) => format!("_exit {c}"),
         EndReason::Signal(s) => match signal_name(s) {
             Some(n) => format!("signal {s} ({n})"),
             None => format!("signal {s}"),

@@ -64,7 +64,7 @@ pub fn sample_profile() -> Profile {
         clock: ClockInfo { source: 1, hz: 2_400_000_000, hz_run: 2_400_000_100 },
         cpu_count: 4,
         hold_timing: HoldTiming::On,
-        end_reason: EndReason::Exit,
+        end_reason: EndReason::Exit(None),
     };
     let threads = vec![
         ThreadInfo { index: 1, tid: 4242, name: "app".into() },
