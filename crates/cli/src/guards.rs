@@ -7,7 +7,7 @@
 
 use lockmeter_core::settings;
 use std::collections::HashSet;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
@@ -35,17 +35,24 @@ impl DonePipe {
         Some(DonePipe { read, write: Some(write) })
     }
 
-    /// Passes the write end to the program started by `cmd` (and only to it).
-    pub(crate) fn give_to(&self, cmd: &mut Command) {
-        let Some(w) = &self.write else { return };
-        let fd = w.as_raw_fd();
+    /// The write end and the value of `LOCKMETER_GUARD_FD` that names it (`FD:INODE`), for a
+    /// program started elsewhere (`run --kernel`: the kernel collector starts it, and clears
+    /// the descriptor's close-on-exec flag in the child); `None` if it cannot be named.
+    pub(crate) fn handover(&self) -> Option<(RawFd, String)> {
+        let fd = self.write.as_ref()?.as_raw_fd();
         // SAFETY: an all-zero stat is a valid buffer; fstat fills it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `fd` is open (we own it) and `st` is writable.
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return;
+            return None;
         }
-        cmd.env(settings::GUARD_FD.env, format!("{fd}:{}", st.st_ino));
+        Some((fd, format!("{fd}:{}", st.st_ino)))
+    }
+
+    /// Passes the write end to the program started by `cmd` (and only to it).
+    pub(crate) fn give_to(&self, cmd: &mut Command) {
+        let Some((fd, value)) = self.handover() else { return };
+        cmd.env(settings::GUARD_FD.env, value);
         // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on our own pipe, in
         // the child between fork and exec.
         unsafe {
@@ -90,6 +97,36 @@ impl DonePipe {
             } else if manifest.is_some_and(|m| !guardian_writing(m)) {
                 return true;
             }
+        }
+    }
+}
+
+/// Waits for the run's guardians ([`DonePipe::wait_done`], at most [`LIMIT`]); says so when a
+/// process of the program still runs after it.
+pub(crate) fn wait_guardians(done: Option<&DonePipe>, manifest: Option<&Path>) {
+    if let Some(d) = done
+        && !d.wait_done(LIMIT, manifest)
+    {
+        eprintln!(
+            "lockmeter: a process of the program still runs {} s after it ended: its profile is not in this summary (it writes it when it ends)",
+            LIMIT.as_secs()
+        );
+    }
+}
+
+/// Reaps child `pid` (ended, left a zombie for its guardian) and returns its status.
+pub(crate) fn reap(pid: u32) -> anyhow::Result<std::process::ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut st = 0;
+    loop {
+        // SAFETY: waiting for our own child; `st` is writable.
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut st, 0) };
+        if r == pid as libc::pid_t {
+            return Ok(std::process::ExitStatus::from_raw(st));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(anyhow::anyhow!("cannot wait for the program: {e}"));
         }
     }
 }

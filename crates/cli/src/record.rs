@@ -93,6 +93,8 @@ pub(crate) fn record(a: RecordArgs) -> Result<ExitCode> {
         frames: a.frames as usize,
         envs: Vec::new(),
         preload: None,
+        inherit_fd: None,
+        keep_zombie: false,
     };
     let rec = lockmeter_kernel::record(&opts, &mut |m| eprintln!("lockmeter: {m}"))?;
     // One file: every process recorded, back to back (a run file).

@@ -327,14 +327,7 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     });
     // The program's zombie stays until the guardians are done (its guardian reads its status).
     crate::guards::wait_exited(child.id());
-    if let Some(d) = &done
-        && !d.wait_done(crate::guards::LIMIT, manifest.as_ref().map(|m| m.path()))
-    {
-        eprintln!(
-            "lockmeter: a process of the program still runs {} s after it ended: its profile is not in this summary (it writes it when it ends)",
-            crate::guards::LIMIT.as_secs()
-        );
-    }
+    crate::guards::wait_guardians(done.as_ref(), manifest.as_ref().map(|m| m.path()));
     let status = child.wait().context("cannot wait for the program")?;
     CHILD.store(0, Ordering::Relaxed);
 
@@ -401,7 +394,15 @@ fn run_with_kernel(
 ) -> Result<(std::process::ExitStatus, Profiles)> {
     use lockmeter_format::files::write_new;
     let start = SystemTime::now();
-    let envs = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
+    let mut envs: Vec<(OsString, Option<OsString>)> =
+        cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
+    // The guardians hold this pipe until they are done, as in a plain `run` (see `guards`); the
+    // program stays a zombie meanwhile, so that its guardian can read how it ended.
+    let mut done = crate::guards::DonePipe::create();
+    let handover = done.as_ref().and_then(|d| d.handover());
+    if let Some((_, value)) = &handover {
+        envs.push((settings::GUARD_FD.env.into(), Some(value.into())));
+    }
     let frames = settings::FRAMES.count(args.collector.get(&settings::FRAMES).map(str::as_bytes));
     let opts = lockmeter_kernel::Options {
         target: lockmeter_kernel::Target::Command(command.to_vec()),
@@ -409,13 +410,24 @@ fn run_with_kernel(
         frames: (frames as usize).clamp(1, 127),
         envs,
         preload: Some(lib.to_path_buf()),
+        inherit_fd: handover.map(|(fd, _)| fd),
+        keep_zombie: true,
     };
     let rec = lockmeter_kernel::record(&opts, &mut |m| {
         if !m.starts_with("recording ") {
             eprintln!("lockmeter: {m}");
         }
-    })?;
-    let status = rec.status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0));
+    });
+    if let Some(d) = &mut done {
+        d.started();
+    }
+    let rec = rec?;
+    crate::guards::wait_guardians(done.as_ref(), manifest.as_ref().map(|m| m.path()));
+    let status = match (rec.status, rec.pid) {
+        (Some(st), _) => st,
+        (None, Some(pid)) => crate::guards::reap(pid)?,
+        (None, None) => std::process::ExitStatus::from_raw(0),
+    };
     let (mut main, mut others) = profiles_of_the_run(output, start, manifest.as_ref());
     // Each preload profile takes its process's kernel profile (the last image of a pid that
     // exec'd takes it); kernel profiles of processes the preload did not see are written beside.

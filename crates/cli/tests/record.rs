@@ -408,6 +408,32 @@ fn run_kernel_gives_one_profile_with_user_and_kernel_locks() {
     );
 }
 
+/// `run --kernel` waits for the guardians like `run`: a program that SIGKILLs itself after
+/// taking its locks leaves a complete profile (the guardian's, written while `run` keeps the
+/// zombie), with the kernel's side folded in.
+#[test]
+fn run_kernel_waits_for_the_guardian_of_a_killed_program() {
+    let s = Scratch::new("rec-runkernel-kill");
+    need_ebpf!(s, "run_kernel_waits_for_the_guardian_of_a_killed_program");
+    let exe = s.compile("kernelmix");
+    let (threads, iters) = (4u64, 4000u64);
+    let args = [&threads.to_string()[..], &iters.to_string(), "kill9"];
+    let ran = run_metered(&s, "k.lmp", &["--kernel"], &exe, &args);
+    ran.expect_code(128 + libc::SIGKILL);
+    assert!(ran.stdout.contains(&format!("counter {}", threads * iters)), "{ran}");
+    let p = Profile::load(&s.path("k.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_end("killed", Some(libc::SIGKILL as u64));
+    p.eq("collector", sf(p.header(), "collector"), Some("preload+kernel"));
+    let hot = p.expect_lock("hot_mutex", "mutex", threads * iters);
+    p.check(u(hot, "contended") == 0 || u(hot, "kernel_sleeps") > 0, "no kernel sleeps folded in");
+    p.check(
+        p.locks().iter().any(|l| sf(l, "origin") == Some("kernel")),
+        "no kernel lock in the profile",
+    );
+}
+
 #[test]
 fn lock_holder_preemption_matches_the_programs_own_count() {
     let s = Scratch::new("rec-preempt");

@@ -57,6 +57,17 @@ fn spawn(cmd: &[std::ffi::OsString], opts: &Options) -> Result<std::process::Chi
             None => c.env_remove(k),
         };
     }
+    if let Some(fd) = opts.inherit_fd {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on a descriptor the
+        // caller owns, in the child between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+                Ok(())
+            });
+        }
+    }
     c.spawn().with_context(|| format!("cannot run '{}'", prog.to_string_lossy()))
 }
 
@@ -192,7 +203,11 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
             last_snap = Instant::now();
         }
         if let Some(h) = &mut held {
-            if let Some(st) = h.try_wait().context("cannot wait for the program")? {
+            if opts.keep_zombie {
+                if has_ended(h.id()) {
+                    break;
+                }
+            } else if let Some(st) = h.try_wait().context("cannot wait for the program")? {
                 status = Some(st);
                 break;
             }
@@ -209,7 +224,13 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
                 // The time is up for a command: it is stopped the way Ctrl-C would.
                 // SAFETY: kill(2) on our own child's pid.
                 unsafe { libc::kill(h.id() as i32, libc::SIGINT) };
-                status = Some(h.wait().context("cannot wait for the program")?);
+                if opts.keep_zombie {
+                    while !has_ended(h.id()) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                } else {
+                    status = Some(h.wait().context("cannot wait for the program")?);
+                }
             }
             break;
         }
@@ -260,20 +281,38 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
         }
         profiles.insert(0, p);
     }
-    detach_in_background(skel, go_links);
+    detach_in_background(skel, go_links, opts.inherit_fd);
     if !has_futex2 || !has_waitv {
         progress(
             "this kernel lacks the futex_wait/futex_wake or futex_waitv tracepoints: those calls were not seen",
         );
     }
-    Ok(Recorded { profiles, status })
+    let pid = held.as_ref().map(|h| h.id());
+    Ok(Recorded { profiles, status, pid })
+}
+
+/// Whether child `pid` has ended, without reaping it (its zombie stays waitable).
+fn has_ended(pid: u32) -> bool {
+    // SAFETY: an all-zero siginfo is a valid buffer for waitid to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: polling our own child; WNOWAIT leaves it waitable, WNOHANG returns at once.
+    let r = unsafe {
+        libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
+    // SAFETY: reading si_pid of the siginfo waitid filled (0 when the child has not ended).
+    r == 0 && unsafe { info.si_pid() } != 0
 }
 
 /// Detaches the BPF programs without waiting: closing a perf-event tracepoint waits for an RCU
 /// grace period each (tens of ms on a small VM). A child process takes over our references to
 /// every descriptor; ours are closed at once, and the child, when released, exits and pays the
-/// waits where nobody waits for it.
-fn detach_in_background(skel: skel::LockmeterSkel<'_>, more: Vec<libbpf_rs::Link>) {
+/// waits where nobody waits for it. It does not keep `also_close` (the descriptor the command
+/// inherited: `run --kernel`'s guardians' pipe, whose end of file `run` waits for).
+fn detach_in_background(
+    skel: skel::LockmeterSkel<'_>,
+    more: Vec<libbpf_rs::Link>,
+    also_close: Option<i32>,
+) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -288,6 +327,9 @@ fn detach_in_background(skel: skel::LockmeterSkel<'_>, more: Vec<libbpf_rs::Link
         unsafe {
             libc::close(fds[1]);
             for fd in 0..3 {
+                libc::close(fd);
+            }
+            if let Some(fd) = also_close {
                 libc::close(fd);
             }
             let mut b = 0u8;

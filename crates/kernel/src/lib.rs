@@ -61,6 +61,13 @@ pub struct Options {
     /// The preload library the command runs with (`run --kernel`): a uprobe on it tells where
     /// each thread keeps its held locks, for lock-holder preemption.
     pub preload: Option<std::path::PathBuf>,
+    /// A descriptor the command inherits (close-on-exec cleared in the child only): `run
+    /// --kernel` passes its guardians' pipe.
+    pub inherit_fd: Option<i32>,
+    /// Leave the ended command unreaped: its zombie keeps its exit status for lockmeter's
+    /// guardian to read (`run --kernel` reaps it once the guardians are done). Then
+    /// [`Recorded::status`] is `None` and [`Recorded::pid`] names the zombie.
+    pub keep_zombie: bool,
 }
 
 /// What a recording produced.
@@ -68,8 +75,10 @@ pub struct Options {
 pub struct Recorded {
     /// One profile per traced process that waited on something, the target first.
     pub profiles: Vec<lockmeter_format::Profile>,
-    /// The command's exit status (for `Target::Command`).
+    /// The command's exit status (for `Target::Command`, unless `keep_zombie`).
     pub status: Option<std::process::ExitStatus>,
+    /// The command's pid (for `Target::Command`).
+    pub pid: Option<u32>,
 }
 
 /// Why eBPF recording cannot work here, as one line that says what to do; `None` when it can.

@@ -1,9 +1,12 @@
 // A pthread mutex that threads fight over, with mmap/munmap between (kernel mmap_lock
 // contention): for `run --kernel`, one profile with the user lock, how often its waiters slept
-// in the kernel, and the kernel's locks. Usage: kernelmix THREADS ITERATIONS
+// in the kernel, and the kernel's locks. Usage: kernelmix THREADS ITERATIONS [kill9]
+// (kill9: after printing the counter, the program raises SIGKILL, so no handler of its runs)
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 static pthread_mutex_t hot_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -34,5 +37,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n && i < 64; i++) pthread_create(&t[i], NULL, worker, NULL);
     for (int i = 0; i < n && i < 64; i++) pthread_join(t[i], NULL);
     printf("counter %ld\n", counter);
+    if (argc > 3 && !strcmp(argv[3], "kill9")) {
+        fflush(stdout);
+        raise(SIGKILL);
+    }
     return 0;
 }
