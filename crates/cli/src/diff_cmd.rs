@@ -1,6 +1,6 @@
 //! `lockmeter diff`: two profiles compared per lock or per call site.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use lockmeter_report::export::diff::{self, DiffBy, DiffKey, DiffOptions};
 use lockmeter_report::{Analysis, SymbolizeOptions};
 use std::io::Write;
@@ -47,11 +47,16 @@ pub(crate) struct DiffArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
+    /// Compare only this process of each run: a pid, or a name (its final image's file name).
+    /// Given twice, the first is BEFORE's and the second AFTER's (pids differ between runs).
+    /// Default: every process.
+    #[arg(long, value_name = "PID|NAME")]
+    process: Vec<String>,
 }
 
-fn load(p: &Path, opts: &SymbolizeOptions) -> Result<Analysis> {
-    let a =
-        crate::report_cmd::open_run(p, opts, None)?.analysis(&lockmeter_report::Filter::default());
+fn load(p: &Path, opts: &SymbolizeOptions, process: Option<&str>) -> Result<Analysis> {
+    let a = crate::report_cmd::open_run(p, opts, process)?
+        .analysis(&lockmeter_report::Filter::default());
     for n in &a.notes {
         eprintln!("lockmeter: note: {}: {n}", p.display());
     }
@@ -62,8 +67,14 @@ fn load(p: &Path, opts: &SymbolizeOptions) -> Result<Analysis> {
 pub(crate) fn diff(a: DiffArgs) -> Result<()> {
     let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
         .map_err(anyhow::Error::msg)?;
-    let before = load(&a.before, &opts)?;
-    let after = load(&a.after, &opts)?;
+    let (before_process, after_process) = match a.process.as_slice() {
+        [] => (None, None),
+        [both] => (Some(both.as_str()), Some(both.as_str())),
+        [b, a] => (Some(b.as_str()), Some(a.as_str())),
+        _ => bail!("--process is given at most twice: BEFORE's process, then AFTER's"),
+    };
+    let before = load(&a.before, &opts, before_process)?;
+    let after = load(&a.after, &opts, after_process)?;
     let top = match (a.top, a.format) {
         (Some(n), _) => Some(n),
         (None, DiffFormat::Text) => Some(20),

@@ -35,6 +35,8 @@ pub(crate) struct ExportArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
+    #[command(flatten)]
+    process: crate::report_cmd::ProcessArg,
 }
 
 fn ends_with(p: &Path, ext: &str) -> bool {
@@ -77,7 +79,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
     let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
         .map_err(anyhow::Error::msg)?;
     // Every process of the run file, each folded on its own, then merged.
-    let mut run = crate::report_cmd::open_run(&a.file, &opts, None)?;
+    let mut run = crate::report_cmd::open_run(&a.file, &opts, a.process.process.as_deref())?;
     let analysis = run.analysis(&lockmeter_report::Filter::default());
     if let (Some(p), Some(gzip)) = (&a.pprof, gzip) {
         let pb = pprof::from_analysis(&analysis);

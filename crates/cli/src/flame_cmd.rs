@@ -39,6 +39,8 @@ pub(crate) struct FlameArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
+    #[command(flatten)]
+    process: crate::report_cmd::ProcessArg,
 }
 
 /// Whether `p` ends with one of `exts`.
@@ -71,7 +73,7 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
     let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
         .map_err(anyhow::Error::msg)?;
     // Every process of the run file, each folded on its own, then merged.
-    let mut run = crate::report_cmd::open_run(&a.file, &opts, None)?;
+    let mut run = crate::report_cmd::open_run(&a.file, &opts, a.process.process.as_deref())?;
     let analysis = run.analysis(&Filter { lock: a.lock.clone(), function: None });
     let mut buf = Vec::new();
     if a.folded {

@@ -32,6 +32,8 @@ pub(crate) struct PlotArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
+    #[command(flatten)]
+    process: crate::report_cmd::ProcessArg,
 }
 
 /// `lockmeter plot`.
@@ -43,7 +45,7 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     }
     let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
         .map_err(anyhow::Error::msg)?;
-    let analysis = crate::report_cmd::open_run(&a.file, &opts, None)?
+    let analysis = crate::report_cmd::open_run(&a.file, &opts, a.process.process.as_deref())?
         .analysis(&lockmeter_report::Filter::default());
     crate::print_notes(&analysis.notes);
     let opts = PlotOptions { kind: a.kind, top: a.top, lock: a.lock };

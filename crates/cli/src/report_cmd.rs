@@ -50,10 +50,18 @@ pub(crate) struct ReportArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
-    /// Report only this process of the run: a pid, or a name (its final image's file name).
-    /// Default: every process, a lock's name starting with its process when several took locks.
+    #[command(flatten)]
+    process: ProcessArg,
+}
+
+/// `--process PID|NAME` of every view that reads a run file.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ProcessArg {
+    /// Only this process of the run: a pid, or a name (its final image's file name; every
+    /// process of that name). Default: every process, a lock's name starting with its process
+    /// when several took locks.
     #[arg(long, value_name = "PID|NAME")]
-    process: Option<String>,
+    pub(crate) process: Option<String>,
 }
 
 /// Opens the run file `path` for a view, keeping only `process` when given (`--process`).
@@ -62,11 +70,7 @@ pub(crate) fn open_run(
     opts: &SymbolizeOptions,
     process: Option<&str>,
 ) -> Result<lockmeter_report::OpenRun> {
-    let mut run = lockmeter_report::open_run(path, opts)?;
-    if let Some(sel) = process {
-        run.select(sel).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    }
-    Ok(run)
+    Ok(lockmeter_report::open_run(path, opts, process)?)
 }
 
 /// The flame graph of waiter stacks that the HTML report shows, when the profile has any.
@@ -88,7 +92,7 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
     let filter = Filter { lock: a.lock.clone(), function: a.function.clone() };
     let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
         .map_err(anyhow::Error::msg)?;
-    let mut run = open_run(&a.file, &opts, a.process.as_deref())?;
+    let mut run = open_run(&a.file, &opts, a.process.process.as_deref())?;
     let analysis = run.analysis(&filter);
     let opts = ReportOptions {
         by: a.by,

@@ -86,7 +86,7 @@ pub use frames::{FrameCache, names_outermost_first};
 pub use html::html;
 pub use json::{SCHEMA_VERSION, json};
 pub use options::{By, DEFAULT_TOP, Format, ParseOptionError, ReportOptions, SUMMARY_TOP, SortKey};
-pub use runfile::{OpenRun, open_run};
+pub use runfile::{OpenRun, OpenRunError, open_run};
 pub use symbolize::{
     ElfSymbolizer, Frame, InlinedFrame, NoSymbols, Symbolize, SymbolizeOptions, Symbolizer,
     code_at_line,

@@ -17,13 +17,48 @@ pub struct OpenRun {
     pub parts: Vec<(Profile, Symbolizer)>,
 }
 
-/// Opens a run file (a single-process profile is a run of one): reads it and chooses each
-/// process image's symbolizer ([`Symbolizer::new`]). The error is one line naming the file and
-/// what to do.
-pub fn open_run(path: &Path, opts: &SymbolizeOptions) -> Result<OpenRun, FileError> {
+/// Why a run file could not be opened for a view.
+#[derive(Debug)]
+pub enum OpenRunError {
+    /// The file could not be read (its message names the file and what to do).
+    File(FileError),
+    /// `--process` named no process of the file: the message names the file and those it holds.
+    NoProcess(String),
+}
+
+impl std::fmt::Display for OpenRunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenRunError::File(e) => e.fmt(f),
+            OpenRunError::NoProcess(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for OpenRunError {}
+
+impl From<FileError> for OpenRunError {
+    fn from(e: FileError) -> Self {
+        OpenRunError::File(e)
+    }
+}
+
+/// Opens a run file (a single-process profile is a run of one) for any view: reads it, keeps
+/// only the process `process` names when given (`--process PID|NAME`, see [`OpenRun::select`]),
+/// and chooses each kept process image's symbolizer ([`Symbolizer::new`]). The error is one line
+/// naming the file and what to do.
+pub fn open_run(
+    path: &Path,
+    opts: &SymbolizeOptions,
+    process: Option<&str>,
+) -> Result<OpenRun, OpenRunError> {
     let run = lockmeter_format::read_run_file(path)?;
-    let parts = run
-        .processes
+    let mut profiles = run.processes;
+    if let Some(sel) = process {
+        select(&mut profiles, sel)
+            .map_err(|e| OpenRunError::NoProcess(format!("{}: {e}", path.display())))?;
+    }
+    let parts = profiles
         .into_iter()
         .map(|p| {
             let sym = Symbolizer::new(&p, opts);
@@ -44,40 +79,37 @@ fn image_name(p: &Profile) -> String {
     s.rsplit('/').next().unwrap_or(&s).to_owned()
 }
 
-impl OpenRun {
-    /// Keeps only the process `sel` names: a pid, or a process name (the file name of its
-    /// final image's executable; every process of that name). The error says which there are.
-    pub fn select(&mut self, sel: &str) -> Result<(), String> {
-        let want: Vec<u32> = match sel.trim().parse::<u32>() {
-            Ok(pid) => vec![pid],
-            Err(_) => {
-                // A pid's name is its last image's.
-                let mut last: std::collections::BTreeMap<u32, (u32, String)> = Default::default();
-                for (p, _) in &self.parts {
-                    let e = last.entry(p.header.pid).or_default();
-                    if p.header.image_seq >= e.0 {
-                        *e = (p.header.image_seq, image_name(p));
-                    }
+/// Keeps only the process `sel` names: a pid, or a process name (the file name of its final
+/// image's executable; every process of that name). The error says which there are.
+fn select(parts: &mut Vec<Profile>, sel: &str) -> Result<(), String> {
+    let want: Vec<u32> = match sel.trim().parse::<u32>() {
+        Ok(pid) => vec![pid],
+        Err(_) => {
+            // A pid's name is its last image's.
+            let mut last: std::collections::BTreeMap<u32, (u32, String)> = Default::default();
+            for p in parts.iter() {
+                let e = last.entry(p.header.pid).or_default();
+                if p.header.image_seq >= e.0 {
+                    *e = (p.header.image_seq, image_name(p));
                 }
-                last.into_iter().filter(|(_, (_, n))| n == sel.trim()).map(|(pid, _)| pid).collect()
             }
-        };
-        if !self.parts.iter().any(|(p, _)| want.contains(&p.header.pid)) {
-            let mut have: Vec<String> = self
-                .parts
-                .iter()
-                .map(|(p, _)| format!("{}[{}]", image_name(p), p.header.pid))
-                .collect();
-            have.dedup();
-            return Err(format!(
-                "no process '{sel}' in this file (it holds {}); give one of those pids or names to --process",
-                have.join(", ")
-            ));
+            last.into_iter().filter(|(_, (_, n))| n == sel.trim()).map(|(pid, _)| pid).collect()
         }
-        self.parts.retain(|(p, _)| want.contains(&p.header.pid));
-        Ok(())
+    };
+    if !parts.iter().any(|p| want.contains(&p.header.pid)) {
+        let mut have: Vec<String> =
+            parts.iter().map(|p| format!("{}[{}]", image_name(p), p.header.pid)).collect();
+        have.dedup();
+        return Err(format!(
+            "no process '{sel}' in this file (it holds {}); give one of those pids or names to --process",
+            have.join(", ")
+        ));
     }
+    parts.retain(|p| want.contains(&p.header.pid));
+    Ok(())
+}
 
+impl OpenRun {
     /// The whole run as one analysis: each image folded with `filter`, then merged.
     pub fn analysis(&mut self, filter: &Filter) -> Analysis {
         let parts = self.parts.iter_mut().map(|(p, sym)| Analysis::build(p, sym, filter)).collect();
