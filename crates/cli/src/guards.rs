@@ -114,9 +114,23 @@ pub(crate) fn wait_guardians(done: Option<&DonePipe>, manifest: Option<&Path>) {
     }
 }
 
-/// Reaps child `pid` (ended, left a zombie for its guardian) and returns its status.
-pub(crate) fn reap(pid: u32) -> anyhow::Result<std::process::ExitStatus> {
+/// `run --kernel`, once the kernel collector saw the program end: closes our end of `done`,
+/// waits for the guardians ([`wait_guardians`]), then reaps the program, left a zombie (`pid`)
+/// for its guardian to read how it ended, unless the collector already had its `status`.
+pub(crate) fn reap_after_guardians(
+    mut done: Option<DonePipe>,
+    manifest: Option<&Path>,
+    status: Option<std::process::ExitStatus>,
+    pid: Option<u32>,
+) -> anyhow::Result<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
+    if let Some(d) = &mut done {
+        d.started();
+    }
+    wait_guardians(done.as_ref(), manifest);
+    let (Some(pid), None) = (pid, status) else {
+        return Ok(status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0)));
+    };
     let mut st = 0;
     loop {
         // SAFETY: waiting for our own child; `st` is writable.

@@ -396,13 +396,10 @@ fn run_with_kernel(
     let start = SystemTime::now();
     let mut envs: Vec<(OsString, Option<OsString>)> =
         cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
-    // The guardians hold this pipe until they are done, as in a plain `run` (see `guards`); the
-    // program stays a zombie meanwhile, so that its guardian can read how it ended.
-    let mut done = crate::guards::DonePipe::create();
+    // The guardians hold this pipe until they are done, as in a plain `run` (see `guards`).
+    let done = crate::guards::DonePipe::create();
     let handover = done.as_ref().and_then(|d| d.handover());
-    if let Some((_, value)) = &handover {
-        envs.push((settings::GUARD_FD.env.into(), Some(value.into())));
-    }
+    envs.extend(handover.iter().map(|(_, v)| (settings::GUARD_FD.env.into(), Some(v.into()))));
     let frames = settings::FRAMES.count(args.collector.get(&settings::FRAMES).map(str::as_bytes));
     let opts = lockmeter_kernel::Options {
         target: lockmeter_kernel::Target::Command(command.to_vec()),
@@ -417,17 +414,9 @@ fn run_with_kernel(
         if !m.starts_with("recording ") {
             eprintln!("lockmeter: {m}");
         }
-    });
-    if let Some(d) = &mut done {
-        d.started();
-    }
-    let rec = rec?;
-    crate::guards::wait_guardians(done.as_ref(), manifest.as_ref().map(|m| m.path()));
-    let status = match (rec.status, rec.pid) {
-        (Some(st), _) => st,
-        (None, Some(pid)) => crate::guards::reap(pid)?,
-        (None, None) => std::process::ExitStatus::from_raw(0),
-    };
+    })?;
+    let manifest_path = manifest.as_ref().map(|m| m.path());
+    let status = crate::guards::reap_after_guardians(done, manifest_path, rec.status, rec.pid)?;
     let (mut main, mut others) = profiles_of_the_run(output, start, manifest.as_ref());
     // Each preload profile takes its process's kernel profile (the last image of a pid that
     // exec'd takes it); kernel profiles of processes the preload did not see are written beside.
