@@ -78,8 +78,8 @@ pub fn open(path: &Path, opts: &SymbolizeOptions) -> Result<(Profile, Symbolizer
 }
 
 pub use analysis::{
-    Agg, Analysis, Filter, HistRow, LockAgg, NameSource, PairAgg, ProcessAgg, SiteAgg, StackAgg,
-    StackSample, ThreadAgg, Totals, hist_rows,
+    Agg, Analysis, Filter, HistRow, ImageMaps, LockAgg, NameSource, PairAgg, ProcessAgg, SiteAgg,
+    StackAgg, StackSample, ThreadAgg, TimelineInterval, Totals, hist_rows,
 };
 pub use csvout::csv;
 pub use frames::{FrameCache, names_outermost_first};

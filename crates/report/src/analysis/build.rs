@@ -397,13 +397,12 @@ impl<'p, 's> Builder<'p, 's> {
         pairs.sort_by(|a, b| PairAgg::compare(SortKey::Wait, a, b));
         let profile = self.profile;
         let kept: HashSet<u32> = locks.iter().map(|l| l.id).collect();
+        let h = &profile.header;
+        locks.iter_mut().for_each(|l| (l.pid, l.image_seq) = (h.pid, h.image_seq));
         let timeline = profile
             .timeline
             .iter()
-            .map(|iv| lockmeter_format::Interval {
-                locks: iv.locks.iter().filter(|l| kept.contains(&l.lock)).cloned().collect(),
-                ..iv.clone()
-            })
+            .map(|iv| super::TimelineInterval::of(h.pid, iv, &kept))
             .collect();
         let mut cpus = profile.cpus.clone();
         cpus.sort_by_key(|c| c.cpu);
@@ -424,7 +423,11 @@ impl<'p, 's> Builder<'p, 's> {
             cpus,
             pairs,
             has_stacks: !(profile.stacks.is_empty() && profile.events.is_empty()),
-            maps: profile.maps.clone(),
+            maps: vec![super::ImageMaps {
+                pid: h.pid,
+                image_seq: h.image_seq,
+                maps: profile.maps.clone(),
+            }],
             filter: self.filter.clone(),
             unfiltered_locks,
             notes: profile.notes.iter().cloned().chain(self.frames.symbolizer().notes()).collect(),
@@ -458,6 +461,8 @@ fn new_lock(
         sampled: Vec::new(),
         pairs: Vec::new(),
         sleep: None,
+        pid: 0,
+        image_seq: 0,
     }
 }
 

@@ -142,25 +142,11 @@ impl Analysis {
         {
             header.end_reason = last.header.end_reason;
         }
-        // The time series of the process that took the most locks (processes' intervals do not
-        // line up), shifted to the run's start.
-        let lead = parts
-            .iter()
-            .filter(|a| !a.timeline.is_empty())
-            .max_by_key(|a| a.totals.agg.stats.acquisitions);
+        // Every process's time series on the run's time axis: each image's intervals shifted by
+        // its start (wall clock) after the run's.
         let mut notes = Vec::new();
         let mut timeline = Vec::new();
         let mut lock_base = 0u32;
-        let with_timeline = parts.iter().filter(|a| !a.timeline.is_empty()).count();
-        if let Some(l) = lead {
-            if with_timeline > 1 {
-                notes.push(format!(
-                    "the time series shows {} only ({with_timeline} processes recorded one)",
-                    label(l.header.pid)
-                ));
-            }
-        }
-        let lead_key = lead.map(|l| (l.header.pid, l.header.image_seq));
 
         let mut out = empty();
         out.filter = parts[0].filter.clone();
@@ -200,21 +186,15 @@ impl Analysis {
                 t.index = t.index.saturating_add(thread_base);
                 out.threads.push(t);
             }
-            if lead_key == Some((a.header.pid, a.header.image_seq)) {
-                let shift = a.header.start_unix_ns.saturating_sub(header.start_unix_ns);
-                timeline = a
-                    .timeline
-                    .into_iter()
-                    .map(|mut iv| {
-                        iv.start_ns = iv.start_ns.saturating_add(shift);
-                        iv.end_ns = iv.end_ns.saturating_add(shift);
-                        for l in &mut iv.locks {
-                            l.lock = l.lock.saturating_add(lock_base);
-                        }
-                        iv
-                    })
-                    .collect();
-            }
+            let shift = a.header.start_unix_ns.saturating_sub(header.start_unix_ns);
+            timeline.extend(a.timeline.into_iter().map(|mut iv| {
+                iv.start_ns = iv.start_ns.saturating_add(shift);
+                iv.end_ns = iv.end_ns.saturating_add(shift);
+                for l in &mut iv.locks {
+                    l.lock = l.lock.saturating_add(lock_base);
+                }
+                iv
+            }));
             totals.agg.merge(&a.totals.agg);
             totals.locks += a.totals.locks;
             totals.sites += a.totals.sites;
@@ -260,6 +240,7 @@ impl Analysis {
         out.totals = totals;
         out.cpus = cpus.into_values().collect();
         out.notes = notes;
+        timeline.sort_by_key(|iv| (iv.start_ns, iv.pid));
         out.timeline = timeline;
         out.processes = procs.into_values().map(|(_, p)| p).collect();
         out
@@ -293,6 +274,71 @@ mod tests {
             ..Profile::default()
         };
         Analysis::build(&p, &mut NoSymbols, &super::super::Filter::default())
+    }
+
+    /// `image` with a time series: intervals of 10 ns from `start_unix_ns`, lock 1 taken
+    /// `per[i]` times in interval i.
+    fn timed(pid: u32, start_unix_ns: u64, per: &[u64]) -> Analysis {
+        use lockmeter_format::{Interval, IntervalLock};
+        let acq: u64 = per.iter().sum();
+        let mut p = Profile {
+            header: Header { pid, ppid: 1, exe: "/x/w".into(), start_unix_ns, ..Header::default() },
+            threads: vec![ThreadInfo { index: 1, tid: pid, name: "t".into() }],
+            locks: vec![LockInfo {
+                id: 1,
+                address: 0x1000,
+                generation: 0,
+                kind: LockKind::Mutex,
+                name: Some("l".into()),
+            }],
+            records: vec![Record {
+                thread: 1,
+                lock: 1,
+                site: 0x10,
+                mode: Mode::Exclusive,
+                stats: Stats { acquisitions: acq, ..Stats::default() },
+            }],
+            ..Profile::default()
+        };
+        p.timeline = per
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Interval {
+                start_ns: i as u64 * 10,
+                end_ns: (i as u64 + 1) * 10,
+                locks: vec![IntervalLock { lock: 1, acquisitions: n, ..IntervalLock::default() }],
+            })
+            .collect();
+        Analysis::build(&p, &mut NoSymbols, &super::super::Filter::default())
+    }
+
+    #[test]
+    fn every_process_time_series_is_on_the_run_axis() {
+        // The second process started 5 ns after the first: its intervals overlap the first's.
+        let a = Analysis::merge(vec![timed(10, 1000, &[1, 2, 3]), timed(11, 1005, &[4, 5])]);
+        let got: Vec<(u32, u64, u64, u64)> = a
+            .timeline
+            .iter()
+            .map(|iv| (iv.pid, iv.start_ns, iv.end_ns, iv.locks[0].acquisitions))
+            .collect();
+        assert_eq!(
+            got,
+            [(10, 0, 10, 1), (11, 5, 15, 4), (10, 10, 20, 2), (11, 15, 25, 5), (10, 20, 30, 3)]
+        );
+        // Each interval names its own process's lock, and per lock they add up to its totals.
+        for l in &a.locks {
+            let sum: u64 = a
+                .timeline
+                .iter()
+                .flat_map(|iv| iv.locks.iter().filter(|x| x.lock == l.id).map(move |x| (iv, x)))
+                .map(|(iv, x)| {
+                    assert_eq!(iv.pid, l.pid, "{}", l.display_name());
+                    x.acquisitions
+                })
+                .sum();
+            assert_eq!(sum, l.agg.stats.acquisitions, "{}", l.display_name());
+        }
+        assert_eq!(a.totals.agg.stats.acquisitions, 15);
     }
 
     #[test]

@@ -153,6 +153,48 @@ pub struct LockAgg {
     pub pairs: Vec<PairAgg>,
     /// What the kernel saw of it (`run --kernel`): its futex waits, i.e. waits that slept.
     pub sleep: Option<lockmeter_format::LockSleep>,
+    /// The process whose lock it is (its profile's pid).
+    pub pid: u32,
+    /// The process image whose lock it is (its profile's `image_seq`: 0, then +1 per exec);
+    /// its addresses are that image's ([`ImageMaps`]).
+    pub image_seq: u32,
+}
+
+/// The memory map of one process image (a run holds one per image of each process).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ImageMaps {
+    /// The process.
+    pub pid: u32,
+    /// The image (0, then +1 per exec).
+    pub image_seq: u32,
+    /// Its mappings, from the profile.
+    pub maps: Vec<MapEntry>,
+}
+
+/// One interval of a process's time series (`run --interval`), on the run's time axis.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TimelineInterval {
+    /// The process whose interval it is (a run's processes each keep their own intervals).
+    pub pid: u32,
+    /// Start, ns since the start of the run (the earliest profile's start, wall clock).
+    pub start_ns: u64,
+    /// End (exclusive), ns since the start of the run.
+    pub end_ns: u64,
+    /// What each of the process's locks did in it (those that did anything and pass the
+    /// filter), by [`LockAgg::id`].
+    pub locks: Vec<lockmeter_format::IntervalLock>,
+}
+
+impl TimelineInterval {
+    /// Interval `iv` of process `pid`'s profile, with the locks in `kept` only.
+    fn of(
+        pid: u32,
+        iv: &lockmeter_format::Interval,
+        kept: &std::collections::HashSet<u32>,
+    ) -> Self {
+        let locks = iv.locks.iter().filter(|l| kept.contains(&l.lock)).cloned().collect();
+        TimelineInterval { pid, start_ns: iv.start_ns, end_ns: iv.end_ns, locks }
+    }
 }
 
 /// Where a lock's name came from.
@@ -374,8 +416,9 @@ pub struct Analysis {
     /// Whether the profile carries call stacks. Profiles without any stack or event (from a
     /// collector that records none) are exported by call site: each site a one-frame stack.
     pub has_stacks: bool,
-    /// The profile's memory map (for exports that name modules, such as pprof's mappings).
-    pub maps: Vec<MapEntry>,
+    /// The memory map of each process image (for exports that name modules, such as pprof's
+    /// mappings): one for a profile, one per image for a run.
+    pub maps: Vec<ImageMaps>,
     /// The filter the analysis was built with.
     pub filter: Filter,
     /// Locks in the profile before filtering.
@@ -383,9 +426,11 @@ pub struct Analysis {
     /// Caveats, one sentence each: what the collector could not see (the profile's notes), then
     /// about the analysis itself (e.g. files changed since the run).
     pub notes: Vec<String>,
-    /// The time series of `run --interval` (the profile's), with only the locks that pass the
-    /// filter; lock ids as in [`LockAgg::id`].
-    pub timeline: Vec<lockmeter_format::Interval>,
+    /// The time series of `run --interval`, with only the locks that pass the filter; lock ids
+    /// as in [`LockAgg::id`]. A run's processes' intervals on one time axis (each shifted by its
+    /// profile's start), by start then pid: one process's intervals follow each other, another
+    /// process's may overlap them.
+    pub timeline: Vec<TimelineInterval>,
     /// The processes analysed, by pid: one for a profile, one per pid for a run
     /// ([`Analysis::merge`]), with each one's sums.
     pub processes: Vec<ProcessAgg>,

@@ -408,11 +408,13 @@ fn draw_legend(area: &Area<'_>, series: &[Series], heading: &str) -> Result<(), 
 
 const LEGEND_ROW: i32 = 22;
 
-/// The timeline's points of lock `id`: at each interval's middle (s), its wait per second.
+/// The timeline's points of lock `id`: at the middle (s) of each interval of its process, its
+/// wait per second.
 fn timeline_points(a: &Analysis, id: u32) -> Vec<(f64, f64)> {
+    let pid = a.locks.iter().find(|l| l.id == id).map(|l| l.pid);
     a.timeline
         .iter()
-        .filter(|iv| iv.end_ns > iv.start_ns)
+        .filter(|iv| iv.end_ns > iv.start_ns && Some(iv.pid) == pid)
         .map(|iv| {
             let wait = iv.locks.iter().find(|l| l.lock == id).map_or(0, |l| l.wait_ns);
             let mid = (iv.start_ns as f64 + iv.end_ns as f64) / 2e9;
@@ -425,7 +427,7 @@ fn timeline_points(a: &Analysis, id: u32) -> Vec<(f64, f64)> {
 fn draw_timeline(a: &Analysis, area: &Area<'_>, series: &[Series]) -> Result<(), ExportError> {
     let lines: Vec<(&Series, Vec<(f64, f64)>)> =
         series.iter().map(|s| (s, timeline_points(a, s.id))).collect();
-    let t_end = a.timeline.last().map_or(1.0, |iv| iv.end_ns as f64 / 1e9).max(1e-3);
+    let t_end = a.timeline.iter().map(|iv| iv.end_ns as f64 / 1e9).fold(1e-3, f64::max);
     let y_max = lines.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(0.0, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
     let mut chart = panel(area, TIMELINE_CAPTION)

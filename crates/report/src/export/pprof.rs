@@ -9,12 +9,14 @@
 //!   `contentions/count`, period 1;
 //! * one sample per (lock, waiter stack), merged over threads and modes: values
 //!   `[contended acquisitions, wait ns]`, locations innermost first (the lock call site first),
-//!   and a label `lock=<display name>` (Go's profile has stacks only; `-tagfocus lock=...` filters);
+//!   and labels `lock=<display name>` and `process=<name>[<pid>]` (Go's profile has stacks
+//!   only; `-tagfocus lock=...` or `process=...` filters);
 //! * a location per return address, with a line naming its function (the symbol, or
 //!   `module+0xOFF` / the address when there is none) with its source file and line when debug
 //!   information gave them, preceded by the functions inlined there (innermost first, as pprof
-//!   wants); a mapping per executable file mapping, marked as having functions so pprof does not
-//!   try to symbolize again;
+//!   wants); a mapping per executable file mapping of each process image, in one table (a run of
+//!   several processes: each location points into its own process's mappings), marked as having
+//!   functions so pprof does not try to symbolize again;
 //! * `time_nanos` and `duration_nanos` from the profile header.
 
 use std::collections::HashMap;
@@ -261,33 +263,43 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
     let nanoseconds = st.get("nanoseconds");
     let lock_key = st.get("lock");
 
-    // Executable file mappings, by start address.
-    let mut maps: Vec<_> = a
-        .maps
-        .iter()
-        .filter(|m| m.perms.contains('x') && m.path.starts_with('/') && m.end > m.start)
-        .collect();
-    maps.sort_by_key(|m| m.start);
-    let mut mapping: Vec<Mapping> = maps
-        .iter()
-        .enumerate()
-        .map(|(i, m)| Mapping {
-            id: i as u64 + 1,
-            memory_start: m.start,
-            memory_limit: m.end,
-            file_offset: m.offset,
-            filename: st.get(m.path.strip_suffix(" (deleted)").unwrap_or(&m.path)),
-            has_functions: true,
-            ..Mapping::default()
-        })
-        .collect();
-    let mapping_of = |addr: u64| -> u64 {
-        let i = maps.partition_point(|m| m.start <= addr);
-        match i.checked_sub(1) {
-            Some(i) if addr < maps[i].end => i as u64 + 1,
+    // One mapping table: each process image's executable file mappings, by start address;
+    // a location points into the mappings of its lock's image (images' addresses overlap).
+    let mut images: HashMap<(u32, u32), Vec<(u64, u64, u64)>> = HashMap::new();
+    let mut mapping: Vec<Mapping> = Vec::new();
+    for im in &a.maps {
+        let mut maps: Vec<_> = im
+            .maps
+            .iter()
+            .filter(|m| m.perms.contains('x') && m.path.starts_with('/') && m.end > m.start)
+            .collect();
+        maps.sort_by_key(|m| m.start);
+        let ranges = images.entry((im.pid, im.image_seq)).or_default();
+        for m in maps {
+            let id = mapping.len() as u64 + 1;
+            mapping.push(Mapping {
+                id,
+                memory_start: m.start,
+                memory_limit: m.end,
+                file_offset: m.offset,
+                filename: st.get(m.path.strip_suffix(" (deleted)").unwrap_or(&m.path)),
+                has_functions: true,
+                ..Mapping::default()
+            });
+            ranges.push((m.start, m.end, id));
+        }
+    }
+    let mapping_of = |image: (u32, u32), addr: u64| -> u64 {
+        let Some(ranges) = images.get(&image) else { return 0 };
+        let i = ranges.partition_point(|r| r.0 <= addr);
+        match i.checked_sub(1).and_then(|i| ranges.get(i)) {
+            Some(&(_, end, id)) if addr < end => id,
             _ => 0,
         }
     };
+    let process_key = st.get("process");
+    let process_label: HashMap<u32, String> =
+        a.processes.iter().map(|p| (p.pid, p.label())).collect();
 
     let mut function: Vec<Function> = Vec::new();
     let mut function_ids: HashMap<(String, String), u64> = HashMap::new();
@@ -305,7 +317,8 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
         })
     };
     let mut location: Vec<Location> = Vec::new();
-    let mut location_ids: HashMap<u64, u64> = HashMap::new();
+    // By (pid, image, address): the same address in two images is two locations.
+    let mut location_ids: HashMap<(u32, u32, u64), u64> = HashMap::new();
     let (mut files, mut lines, mut inlines) = (false, false, false);
 
     let mut sample = Vec::new();
@@ -315,7 +328,7 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
         }
         let mut ids = Vec::with_capacity(s.frames.len().max(1));
         if s.frames.is_empty() {
-            let id = *location_ids.entry(0).or_insert_with(|| {
+            let id = *location_ids.entry((0, 0, 0)).or_insert_with(|| {
                 let f = function_of(UNKNOWN_STACK, "", &mut st);
                 location.push(Location {
                     id: location.len() as u64 + 1,
@@ -326,9 +339,10 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
             });
             ids.push(id);
         }
+        let image = (s.lock.pid, s.lock.image_seq);
         for f in s.frames {
             let addr = f.address;
-            if let Some(&id) = location_ids.get(&addr) {
+            if let Some(&id) = location_ids.get(&(image.0, image.1, addr)) {
                 ids.push(id);
                 continue;
             }
@@ -348,20 +362,20 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
             let id = location.len() as u64 + 1;
             location.push(Location {
                 id,
-                mapping_id: mapping_of(addr),
+                mapping_id: mapping_of(image, addr),
                 address: addr,
                 line,
                 is_folded: false,
             });
-            location_ids.insert(addr, id);
+            location_ids.insert((image.0, image.1, addr), id);
             ids.push(id);
         }
         let lock = st.get(&s.lock.display_name());
-        sample.push(Sample {
-            location_id: ids,
-            value: vec![to_i64(s.count), to_i64(s.ns)],
-            label: vec![Label { key: lock_key, str: lock, ..Label::default() }],
-        });
+        let mut label = vec![Label { key: lock_key, str: lock, ..Label::default() }];
+        if let Some(p) = process_label.get(&s.lock.pid) {
+            label.push(Label { key: process_key, str: st.get(p), ..Label::default() });
+        }
+        sample.push(Sample { location_id: ids, value: vec![to_i64(s.count), to_i64(s.ns)], label });
     }
     for m in &mut mapping {
         m.has_filenames = files;
@@ -370,8 +384,12 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
     }
 
     let h = &a.header;
+    let processes = match a.processes.len() {
+        0 | 1 => String::new(),
+        n => format!(", {n} processes"),
+    };
     let comment = st.get(&format!(
-        "lockmeter {}: contended pthread lock acquisitions of {} (pid {})",
+        "lockmeter {}: contended pthread lock acquisitions of {} (pid {}{processes})",
         h.lockmeter_version,
         h.cmdline.join(" "),
         h.pid

@@ -170,16 +170,20 @@
     const top = [...D.locks].sort((a, b) => b.wait_ns_total - a.wait_ns_total).slice(0, COLORS.length);
     const byId = new Map(top.map((l, i) => [l.id, i]));
     const series = top.map(() => []);
+    // A run's processes each have their own intervals: a lock's line goes through its
+    // process's intervals only (the process of the first interval that lists it).
+    const pidOf = new Map();
+    for (const iv of D.timeline) for (const l of iv.locks) if (!pidOf.has(l.id)) pidOf.set(l.id, iv.pid);
     for (const iv of D.timeline) {
       const w = iv.end_ns - iv.start_ns;
       if (w <= 0) continue;
       const mid = (iv.start_ns + iv.end_ns) / 2e9;
       const vals = top.map(() => 0);
       for (const l of iv.locks) if (byId.has(l.id)) vals[byId.get(l.id)] = l.wait_ns / w;
-      vals.forEach((v, i) => series[i].push([mid, v]));
+      vals.forEach((v, i) => { if (pidOf.get(top[i].id) === iv.pid) series[i].push([mid, v]); });
     }
     const W = 900, H = 220, L = 50, B = 24;
-    const tMax = Math.max(1e-3, D.timeline[D.timeline.length - 1].end_ns / 1e9);
+    const tMax = Math.max(1e-3, ...D.timeline.map((iv) => iv.end_ns / 1e9));
     const yMax = Math.max(1e-9, ...series.flat().map((p) => p[1])) * 1.1;
     const s = svg("svg", { class: "timeline", id: "timeline", width: W, height: H + B, viewBox: "0 0 " + W + " " + (H + B) });
     s.append(svg("line", { x1: L, y1: H, x2: W, y2: H, stroke: "#999" }));

@@ -37,6 +37,7 @@ struct Doc<'a> {
 
 #[derive(Serialize)]
 struct IntervalOut {
+    pid: u32,
     start_ns: u64,
     end_ns: u64,
     locks: Vec<IntervalLockOut>,

@@ -340,6 +340,7 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             .timeline
             .iter()
             .map(|iv| IntervalOut {
+                pid: iv.pid,
                 start_ns: iv.start_ns,
                 end_ns: iv.end_ns,
                 locks: iv
