@@ -89,7 +89,7 @@ fn folded_sum(text: &str) -> u64 {
 
 /// The sum of the `contentions` column of `export --csv` (the third field from the right).
 fn csv_contentions(text: &str) -> u64 {
-    text.lines().skip(1).filter_map(|l| l.rsplitn(4, ',').nth(2)?.parse::<u64>().ok()).sum()
+    text.lines().skip(1).filter_map(|l| l.rsplit(',').nth(2)?.parse::<u64>().ok()).sum()
 }
 
 #[test]

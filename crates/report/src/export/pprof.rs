@@ -240,6 +240,9 @@ impl Strings {
     }
 }
 
+/// A mapping's address range and its `Mapping::id`: (start, end, id).
+type MappedRange = (u64, u64, u64);
+
 /// The pprof function name of an unknown stack.
 pub const UNKNOWN_STACK: &str = "[unknown stack]";
 
@@ -265,7 +268,7 @@ pub fn from_analysis(a: &Analysis) -> PprofProfile {
 
     // One mapping table: each process image's executable file mappings, by start address;
     // a location points into the mappings of its lock's image (images' addresses overlap).
-    let mut images: HashMap<(u32, u32), Vec<(u64, u64, u64)>> = HashMap::new();
+    let mut images: HashMap<(u32, u32), Vec<MappedRange>> = HashMap::new();
     let mut mapping: Vec<Mapping> = Vec::new();
     for im in &a.maps {
         let mut maps: Vec<_> = im
