@@ -44,9 +44,9 @@ impl From<FileError> for OpenRunError {
 }
 
 /// Opens a run file (a single-process profile is a run of one) for any view: reads it, keeps
-/// only the process `process` names when given (`--process PID|NAME`, see [`OpenRun::select`]),
-/// and chooses each kept process image's symbolizer ([`Symbolizer::new`]). The error is one line
-/// naming the file and what to do.
+/// only the process `process` names when given (`--process PID|NAME`: a pid, or every process
+/// of that name), and chooses each kept process image's symbolizer ([`Symbolizer::new`]). The
+/// error is one line naming the file and what to do.
 pub fn open_run(
     path: &Path,
     opts: &SymbolizeOptions,
