@@ -101,17 +101,50 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         let owner = row_owner(&sh);
         // The records of identities that ended, folded by class (see `meter`'s lock classes).
         let folded = Table::new(&state::SCRATCH, 64);
+        // SAFETY: the caller holds the writer's lock (DUMP), as for each use of the baseline.
+        let since_reset = unsafe { crate::live::is_set() };
+        // What the records that identities were folded into since the reset owe: those
+        // identities' baselines (their counts before the reset came with them).
+        let owed = Table::new(&state::SCRATCH, 16);
+        if since_reset {
+            for e in sh.table.entries() {
+                let ((k1, site), now) = (e.key(), e.tag.load(Relaxed));
+                // SAFETY: as above.
+                let Some((then, o)) = (unsafe { crate::live::baseline(owner, k1, site) }) else {
+                    continue;
+                };
+                // (A scratch table refuses only when the kernel has no memory left: the record
+                // then keeps the counts from before the reset.)
+                if let Some(to) = crate::classes::folded_to(Some(reg), k1, then, now)
+                    && let Some(d) = owed.get(to, site)
+                {
+                    d.stats.absorb_stats(o);
+                }
+            }
+        }
         for e in sh.table.entries() {
             let ((k1, site), live) = (e.key(), &e.stats);
-            let Some(r) = record_row(reg, k1, e.tag.load(Relaxed)) else { continue };
+            let now = e.tag.load(Relaxed);
+            let Some(r) = record_row(reg, k1, now) else { continue };
             let mut st = live.snapshot();
             // The time series sums the raw figures (a reset's are in its base too).
             // SAFETY: the caller holds the writer's lock (DUMP).
             unsafe { crate::timeline::add(r.row, r.heir, &st) };
-            // SAFETY: the caller holds the writer's lock (DUMP).
-            let since_reset = unsafe { crate::live::subtract(owner, r.base, site, &mut st) };
-            if since_reset && crate::live::is_zero(&st) {
-                continue; // nothing since the last reset
+            if since_reset {
+                // SAFETY: as above.
+                if let Some((then, o)) = unsafe { crate::live::baseline(owner, k1, site) }
+                    && crate::classes::folded_to(Some(reg), k1, then, now).is_none()
+                {
+                    crate::live::subtract(&mut st, o);
+                }
+                if crate::classes::is_fold_target(k1)
+                    && let Some(d) = owed.get(k1, site)
+                {
+                    crate::live::subtract(&mut st, &d.stats.snapshot());
+                }
+                if crate::live::is_zero(&st) {
+                    continue; // nothing since the last reset
+                }
             }
             let (kind, mode) = (r.kind, r.mode);
             let (pair, slot_idx) = match r.ident {
