@@ -83,7 +83,8 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     // The dead threads whose shards were taken over, merged into one row.
     let merged = Merged::of_exited();
     let rows = || rows(&merged);
-    let total: usize = rows().map(|r| r.table.len() + r.events.len()).sum();
+    let total: usize =
+        rows().map(|r| r.table.len() + r.events.len()).sum::<usize>() + crate::lost::entries();
     let ids = IdMap::new(total);
     // The names the program gave, indexed once: (slot, generation) -> arena offset (+1).
     let mut nnames = 0usize;
@@ -182,6 +183,42 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
             }
             enc.stats(sh.index, id, site, mode, &live.snapshot()).ok()?;
         }
+    }
+    // Acquisitions not recorded, by lock and site; a lock that lost them all is listed too.
+    let mut lost_ok = true;
+    crate::lost::for_each(|k, site, n| {
+        let (slot_idx, _, kind, mode) = crate::classes::unkey(k);
+        let (Some(kind_e), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+            return;
+        };
+        let (pair, class) = match crate::classes::resolve_event(Some(reg), k) {
+            crate::classes::Ident::Live(pair) => (pair, None),
+            crate::classes::Ident::Skip => return,
+            crate::classes::Ident::Class(c) => (class_pair(c, kind), Some(c)),
+        };
+        let Some((id, new)) = ids.get(pair).filter(|_| lost_ok) else {
+            lost_ok = false;
+            return;
+        };
+        if new {
+            let w = match class {
+                Some(c) => write_class(enc, id, c, kind_e),
+                None => write_lock(enc, reg, &names, id, slot_idx, pair as u32, kind_e),
+            };
+            lost_ok &= w.is_ok();
+        }
+        let l = lockmeter_format::Lost { lock: id, site, mode, acquisitions: n };
+        lost_ok &= enc.lost(&l).is_ok();
+    });
+    if !lost_ok {
+        return None;
+    }
+    if crate::lost::not_itemized() > 0 {
+        b.scratch.clear().push_u64(crate::lost::not_itemized());
+        b.scratch.push(
+            b" acquisitions not recorded are not told apart by lock (too many locks lost some)",
+        );
+        enc.note(b.scratch.bytes()).ok()?;
     }
     // Stacks, deduplicated across threads, then the events that use them.
     let nstacks: usize = rows().map(|s| s.stacks.len()).sum();

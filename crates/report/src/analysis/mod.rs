@@ -153,6 +153,9 @@ pub struct LockAgg {
     pub pairs: Vec<PairAgg>,
     /// What the kernel saw of it (`run --kernel`): its futex waits, i.e. waits that slept.
     pub sleep: Option<lockmeter_format::LockSleep>,
+    /// Its acquisitions the collector counted but could not record (its memory cap was
+    /// reached): part of the profile's dropped acquisitions, not in `agg`.
+    pub lost: u64,
 }
 
 /// Where a lock's name came from.
