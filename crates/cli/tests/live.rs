@@ -26,11 +26,17 @@ struct Phased {
 
 impl Phased {
     fn start(s: &Scratch, opts: &[&str]) -> Phased {
+        Phased::start_program(s, "phases", &[], opts)
+    }
+
+    /// Starts program `name` (driven like `phases.c`) with `args`, under `run OPTS`.
+    fn start_program(s: &Scratch, name: &str, args: &[&str], opts: &[&str]) -> Phased {
         let include = workspace().join("include");
-        let exe = s.compile_with("phases", "phases", &["-I", include.to_str().unwrap()]);
+        let exe = s.compile_with(name, name, &["-I", include.to_str().unwrap()]);
         let profile = s.path("final.lmp");
         let mut cmd = lockmeter_cmd(&s.dir);
         cmd.args(["run", "-q", "-o", profile.to_str().unwrap()]).args(opts).arg("--").arg(&exe);
+        cmd.args(args);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("cannot start lockmeter run");
         let stdin = child.stdin.take();
@@ -41,7 +47,7 @@ impl Phased {
             .trim()
             .strip_prefix("pid ")
             .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("phases did not print its pid: {line:?}"));
+            .unwrap_or_else(|| panic!("{name} did not print its pid: {line:?}"));
         Phased { child, stdin, out, pid, profile }
     }
 
@@ -163,6 +169,44 @@ fn snapshot_pause_resume_reset_are_exact() {
     // The socket is gone with the process.
     let gone = ctl(&s.dir, p_pid_of(&f), &["status"]);
     assert_ne!(gone.status.code(), Some(0), "{gone}");
+}
+
+#[test]
+fn locks_destroyed_after_a_reset_join_their_class_without_what_came_before() {
+    // reset_classes.c: heap mutexes initialized at one site and taken before the reset; after it,
+    // taken again and destroyed, initialized again at the same addresses (the thread's record is
+    // reused: its counts fold into the class while the program runs) and destroyed once more
+    // (folded when the profile is written). The class holds exactly what came after the reset.
+    let s = Scratch::new("reset-classes");
+    let mut p = Phased::start_program(&s, "reset_classes", &["50"], &[]);
+    let l1 = p.phase();
+    assert_eq!(count(&l1, "class"), 150, "{l1}");
+    ctl(&s.dir, p.pid, &["reset"]).expect_code(0);
+    let l2 = p.phase();
+    let class_acq = count(&l2, "class");
+    let keep_acq = count(&l2, "reset.keep");
+    let check = |f: &Profile, what: &str| {
+        f.check_consistency();
+        f.expect_lock("reset.keep", "mutex", keep_acq);
+        let classes: Vec<&serde_json::Value> =
+            f.locks().iter().filter(|l| sf(l, "name_source") == Some("class")).collect();
+        f.eq(format!("{what}: class rows"), classes.len(), 1);
+        f.check(
+            sf(classes[0], "name").is_some_and(|n| n.contains("heap locks initialized at make")),
+            format!("{what}: the class of make: {:?}", sf(classes[0], "name")),
+        );
+        f.eq(format!("{what}: class acquisitions"), u(classes[0], "acquisitions"), class_acq);
+        f.eq(format!("{what}: class holds timed"), u(classes[0], "holds_timed"), class_acq);
+        f.eq(
+            format!("{what}: totals.acquisitions"),
+            f.totals("acquisitions"),
+            class_acq + keep_acq,
+        );
+    };
+    check(&snapshot(&s, p.pid, "after.lmp"), "snapshot");
+    let f = p.finish();
+    f.expect_end("exit", None);
+    check(&f, "final");
 }
 
 fn p_pid_of(p: &Profile) -> u32 {

@@ -3,8 +3,15 @@
 //! Bucket `i` holds values whose most significant set bit is bit `i - 1`, i.e. the range
 //! `[2^(i-1), 2^i)`; bucket 0 holds the value 0. This is seed 000's histogram ("bucket = most
 //! significant bit"), and the layout `lockstat -h` and bpftrace's `hist()` print.
+//!
+//! A record keeps its histograms as [`LiveHist`]s: 32 bytes inside the record while its values
+//! fit a window of [`WINDOW`] buckets, promoted to a full [`Log2Hist`] when they do not (same
+//! buckets, exact either way).
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+mod live;
+pub use live::{LiveHist, WINDOW};
 
 /// Number of buckets: enough for any `u64`.
 pub const BUCKETS: usize = 65;

@@ -5,8 +5,7 @@
 //! derives them all from one table and they always agree.
 
 use crate::Counter;
-use crate::hist::{BUCKETS, Log2Hist};
-use core::sync::atomic::{AtomicPtr, Ordering};
+use crate::hist::{BUCKETS, LiveHist, Log2Hist};
 
 /// What kind of lock a record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,9 +228,11 @@ impl Stats {
 /// The live, single-writer form of [`Stats`], updated on the hot path.
 ///
 /// Only the owning thread writes; any thread may [`snapshot`](LiveStats::snapshot) it. The two
-/// histograms are not part of the record: it points at them ([`LiveStats::attach`]), so that their
-/// memory (most of a record's size) can live apart and be touched only when used (see
-/// [`crate::table`]). Without histograms attached, values still count in the totals and maxima.
+/// histograms are compact [`LiveHist`]s inside the record (32 bytes each), promoted to full
+/// histograms that live apart ([`LiveStats::attach`]) only when their values do not fit, so that
+/// the full histograms' memory (most of a record's size at most) is touched only by the records
+/// that need it (see [`crate::table`]). Without full histograms attached, values still count in
+/// the totals and maxima, and in the compact histograms while they fit.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct LiveStats {
@@ -261,8 +262,8 @@ pub struct LiveStats {
     pub cond_waits: Counter,
     /// See [`Stats::cond_wait_ns`].
     pub cond_wait_ns: Counter,
-    wait_hist: AtomicPtr<Log2Hist>,
-    hold_hist: AtomicPtr<Log2Hist>,
+    wait_hist: LiveHist,
+    hold_hist: LiveHist,
 }
 
 impl LiveStats {
@@ -282,33 +283,34 @@ impl LiveStats {
             cnt_lock: Counter::new(),
             cond_waits: Counter::new(),
             cond_wait_ns: Counter::new(),
-            wait_hist: AtomicPtr::new(core::ptr::null_mut()),
-            hold_hist: AtomicPtr::new(core::ptr::null_mut()),
+            wait_hist: LiveHist::new(),
+            hold_hist: LiveHist::new(),
         }
     }
 
-    /// Gives the record its wait and hold histograms. Single writer only.
+    /// Gives the record the full wait and hold histograms its compact ones are promoted to.
+    /// Single writer only.
     ///
     /// # Safety
-    /// Both point at histograms that outlive `self` and that only `self`'s writer writes.
+    /// Both point at zeroed histograms that outlive `self` and that only `self`'s writer writes.
     pub unsafe fn attach(&self, wait: *const Log2Hist, hold: *const Log2Hist) {
-        // Release: a reader that sees the pointer sees the (zeroed) histogram behind it.
-        self.wait_hist.store(wait.cast_mut(), Ordering::Release);
-        self.hold_hist.store(hold.cast_mut(), Ordering::Release);
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.wait_hist.attach(wait);
+            self.hold_hist.attach(hold);
+        }
     }
 
-    /// The wait histogram, if attached.
+    /// The wait histogram.
     #[inline(always)]
-    pub fn wait_hist(&self) -> Option<&Log2Hist> {
-        // SAFETY: null or attached by `attach`, whose caller promised it outlives `self`.
-        unsafe { self.wait_hist.load(Ordering::Acquire).as_ref() }
+    pub fn wait_hist(&self) -> &LiveHist {
+        &self.wait_hist
     }
 
-    /// The hold histogram, if attached.
+    /// The hold histogram.
     #[inline(always)]
-    pub fn hold_hist(&self) -> Option<&Log2Hist> {
-        // SAFETY: as in `wait_hist`.
-        unsafe { self.hold_hist.load(Ordering::Acquire).as_ref() }
+    pub fn hold_hist(&self) -> &LiveHist {
+        &self.hold_hist
     }
 
     /// Records a contended wait of `ns`.
@@ -318,9 +320,7 @@ impl LiveStats {
         self.cnt_lock.add(1);
         self.wait_ns_total.add(ns);
         self.wait_ns_max.max(ns);
-        if let Some(h) = self.wait_hist() {
-            h.record(ns);
-        }
+        self.wait_hist.record(ns);
     }
 
     /// Records a timed hold of `ns`.
@@ -329,9 +329,7 @@ impl LiveStats {
         self.holds_timed.add(1);
         self.hold_ns_total.add(ns);
         self.hold_ns_max.max(ns);
-        if let Some(h) = self.hold_hist() {
-            h.record(ns);
-        }
+        self.hold_hist.record(ns);
     }
 
     /// Adds `o` to these statistics (totals add up, maxima take the larger). Single writer (of
@@ -350,12 +348,8 @@ impl LiveStats {
         self.cnt_lock.add(o.cnt_lock.get());
         self.cond_waits.add(o.cond_waits.get());
         self.cond_wait_ns.add(o.cond_wait_ns.get());
-        if let (Some(d), Some(s)) = (self.wait_hist(), o.wait_hist()) {
-            d.absorb(s);
-        }
-        if let (Some(d), Some(s)) = (self.hold_hist(), o.hold_hist()) {
-            d.absorb(s);
-        }
+        self.wait_hist.absorb(&o.wait_hist);
+        self.hold_hist.absorb(&o.hold_hist);
     }
 
     /// Adds a snapshot `o` to these statistics, like [`LiveStats::absorb`]. Single writer (of
@@ -374,12 +368,8 @@ impl LiveStats {
         self.cnt_lock.add(o.cnt_lock);
         self.cond_waits.add(o.cond_waits);
         self.cond_wait_ns.add(o.cond_wait_ns);
-        if let Some(d) = self.wait_hist() {
-            d.absorb_counts(&o.wait_hist);
-        }
-        if let Some(d) = self.hold_hist() {
-            d.absorb_counts(&o.hold_hist);
-        }
+        self.wait_hist.absorb_counts(&o.wait_hist);
+        self.hold_hist.absorb_counts(&o.hold_hist);
     }
 
     /// Zeroes every figure. Single writer only.
@@ -401,12 +391,8 @@ impl LiveStats {
         ] {
             c.set(0);
         }
-        if let Some(h) = self.wait_hist() {
-            h.clear();
-        }
-        if let Some(h) = self.hold_hist() {
-            h.clear();
-        }
+        self.wait_hist.clear();
+        self.hold_hist.clear();
     }
 
     /// A plain copy.
@@ -426,8 +412,8 @@ impl LiveStats {
             cnt_lock: self.cnt_lock.get(),
             cond_waits: self.cond_waits.get(),
             cond_wait_ns: self.cond_wait_ns.get(),
-            wait_hist: self.wait_hist().map_or([0; BUCKETS], Log2Hist::snapshot),
-            hold_hist: self.hold_hist().map_or([0; BUCKETS], Log2Hist::snapshot),
+            wait_hist: self.wait_hist.snapshot(),
+            hold_hist: self.hold_hist.snapshot(),
         }
     }
 }
@@ -489,14 +475,36 @@ mod tests {
     }
 
     #[test]
-    fn without_histograms_the_totals_still_count() {
+    fn without_full_histograms_the_totals_still_count() {
         let l = LiveStats::new();
         l.record_wait(100);
+        l.record_wait(1 << 40);
         l.record_hold(7);
         let s = l.snapshot();
-        assert_eq!((s.contended, s.wait_ns_total, s.holds_timed, s.hold_ns_max), (1, 100, 1, 7));
-        assert_eq!(s.wait_hist, [0; BUCKETS]);
-        assert_eq!(size_of::<LiveStats>(), 13 * 8 + 2 * 8, "a record's counters stay small");
+        assert_eq!(
+            (s.contended, s.wait_ns_total, s.holds_timed, s.hold_ns_max),
+            (2, 100 + (1 << 40), 1, 7)
+        );
+        assert_eq!(s.wait_hist.iter().sum::<u64>(), 1, "the compact window kept what fit");
+        assert_eq!(
+            size_of::<LiveStats>(),
+            13 * 8 + 2 * 40,
+            "a record's counters and compact histograms stay small"
+        );
+    }
+
+    #[test]
+    fn a_record_whose_values_spread_promotes_and_stays_exact() {
+        let l = live();
+        let full = Log2Hist::new();
+        for i in 0..40u64 {
+            let v = 1u64 << i;
+            l.record_hold(v);
+            full.record(v);
+        }
+        assert!(l.hold_hist().promoted());
+        assert!(!l.wait_hist().promoted());
+        assert_eq!(l.snapshot().hold_hist, full.snapshot());
     }
 
     #[test]

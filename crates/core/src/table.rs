@@ -10,11 +10,13 @@
 //! - **Records** are appended to *segments* of geometrically growing size (segment `s` holds
 //!   `base << s` records), mapped from a [`Memory`] when the previous ones are full: one mapping per
 //!   doubling, never a `malloc`.
-//! - **Histograms** (the two 65-bucket log2 histograms, 520 bytes each, most of a record's size)
-//!   live beside the records of their segment in two arrays of their own. A [`Memory`] maps them
-//!   reserved and uncommitted (`MAP_NORESERVE`), so the pages of a histogram cost memory only once
-//!   a record first waits (wait histogram) or times a hold (hold histogram); a record that never
-//!   sees contention with `--hold off` costs its 144 bytes of key and counters.
+//! - **Histograms**: a record keeps its wait and hold histograms compact, inside the record (32
+//!   bytes each, see [`crate::hist::LiveHist`]), and promotes one to a full 65-bucket log2
+//!   histogram (520 bytes) when its values spread past 15 buckets or one bucket passes 65,535.
+//!   The full histograms live beside the records of their segment in two arrays of their own. A
+//!   [`Memory`] maps them reserved and uncommitted (`MAP_NORESERVE`), so their pages cost memory
+//!   only once a record promotes: a record costs its 208 bytes of key, counters and compact
+//!   histograms, whatever the timing options.
 //! - **The index** (key hash → record number, 8 bytes a slot, at most half full) is open-addressed
 //!   with linear probing and doubles by rehashing into a new mapping. Only the writer reads it;
 //!   readers iterate the records themselves, in insertion order.

@@ -71,6 +71,8 @@ pub mod tag {
     pub const LONG_WAITS: u16 = 0x0010;
     /// One of the longest contended waits ([`crate::LongWait`]).
     pub const LONG_WAIT: u16 = 0x0011;
+    /// Acquisitions of one (lock, site, mode) that were not recorded ([`crate::Lost`]).
+    pub const LOST: u16 = 0x0012;
     /// End of file: record count and checksum. Always last.
     pub const END: u16 = 0xFFFF;
 
@@ -94,6 +96,7 @@ pub mod tag {
             LOCK_CLASS => "lock class",
             LONG_WAITS => "long waits",
             LONG_WAIT => "long wait",
+            LOST => "lost",
             END => "end",
             _ => "unknown",
         }

@@ -34,6 +34,10 @@ pub struct Profile {
     pub lock_classes: Vec<LockClass>,
     /// What did not fit in the fixed-size tables.
     pub dropped: Dropped,
+    /// The acquisitions of `dropped` that the collector could tell apart by lock and call site
+    /// (those refused a record when the collector's memory cap was reached); empty in files from
+    /// before they were kept.
+    pub lost: Vec<Lost>,
     /// The profiler's own cost.
     pub overhead: Overhead,
     /// What the collector could not see in this process, one sentence each (e.g. a Go program
@@ -337,6 +341,20 @@ pub struct Dropped {
     pub acquisitions_table_full: u64,
     /// Of `acquisitions`: those of locks the lock registry had no room for.
     pub acquisitions_registry_full: u64,
+}
+
+/// Acquisitions of one (lock, site, mode) that the collector counted but could not record (its
+/// memory cap, `--max-memory`, was reached): part of [`Dropped::acquisitions`], told apart by lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// `LockInfo::id` (the lock, or its class when the lock ended).
+    pub lock: u32,
+    /// Call site (return address of the lock call).
+    pub site: u64,
+    /// How the lock was taken.
+    pub mode: Mode,
+    /// Acquisitions not recorded.
+    pub acquisitions: u64,
 }
 
 /// The profiler's own cost.

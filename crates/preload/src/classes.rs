@@ -195,6 +195,30 @@ pub(crate) fn retag(
     true
 }
 
+/// Where the counts that record `k1` held when it was tagged `then` went, now that it is tagged
+/// `now`: `None` while it still holds that identity's counts (same generation, or not a record
+/// of a registry slot); else the key of the record [`retag`] folded them into in the same table,
+/// the identity's class record, or the row of its own of a named identity. A reset's baseline of
+/// the record is owed by that one (`dump/records.rs`).
+pub(crate) fn folded_to(reg: Option<&Registry<'_>>, k1: u64, then: u64, now: u64) -> Option<u64> {
+    let (slot_idx, g, kind, mode) = unkey(k1);
+    if slot_idx == CLASS_SLOT || g != 0 || then == 0 || untag(then).0 == untag(now).0 {
+        return None;
+    }
+    let (gen_, class) = untag(then);
+    Some(if keeps_row(reg, k1, then) {
+        own_row_key(slot_idx, gen_, kind, mode)
+    } else {
+        class_key(class, kind, mode)
+    })
+}
+
+/// Whether record `k1` may hold the counts of identities that ended ([`folded_to`]).
+pub(crate) fn is_fold_target(k1: u64) -> bool {
+    let (slot_idx, g, _, _) = unkey(k1);
+    slot_idx == CLASS_SLOT || g & OWN_ROW != 0
+}
+
 /// Adds record `e` into `dst` (a table of exited threads, written by one thread only): into the
 /// record of the same identity while it lives, of its class once it ended. False if it did not
 /// fit.

@@ -270,6 +270,7 @@ extern "C" fn on_fork_child() {
     crate::unwind::reset_pool();
     dump::reset_for_child();
     crate::longest::reset_for_child();
+    crate::lost::reset_for_child();
     crate::control::after_fork();
     crate::swap::reset_for_child();
     crate::swap_rw::reset_for_child();

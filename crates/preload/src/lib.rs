@@ -39,6 +39,7 @@ mod hooks;
 mod init;
 mod live;
 mod longest;
+mod lost;
 mod meter;
 mod names;
 mod real;

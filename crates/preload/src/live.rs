@@ -5,9 +5,11 @@
 //!   relaxed load of `STATE` they always make). A hold that began before a pause and ends after
 //!   the resume is not timed (see [`RESUMED_TICKS`]).
 //! - **Reset**: counters are single-writer (their thread's), so nobody else may zero them. A
-//!   reset instead records a *baseline*: every record's statistics at that moment, keyed by
-//!   (owner id, record key, site), and the per-CPU sums. Snapshots and the final profile subtract
-//!   it. The baseline is only touched by the thread that holds the profile writer's lock (the
+//!   reset instead records a *baseline*: every record's statistics at that moment and the lock
+//!   identity they belonged to (its tag), keyed by (owner id, record key, site), and the per-CPU
+//!   sums. Snapshots and the final profile subtract it: from the record while it still holds that
+//!   identity, else from the record its counts were folded into when the identity ended (its
+//!   class's, `dump/records.rs`). The baseline is only touched by the thread that holds the profile writer's lock (the
 //!   `DUMP` flag of `dump/mod.rs`), so never concurrently.
 
 use crate::state;
@@ -81,6 +83,8 @@ pub(crate) fn unlink_sock() {
 struct Base {
     /// (owner, key, site) per slot; owner 0 marks the exited threads' row, key 0 an empty slot.
     keys: *mut [u64; 3],
+    /// The record's tag at the reset (which lock identity its figures belonged to).
+    tags: *mut u64,
     vals: *mut Stats,
     cap: usize,
     bytes: usize,
@@ -95,6 +99,7 @@ struct Shared(UnsafeCell<Base>);
 unsafe impl Sync for Shared {}
 static BASE: Shared = Shared(UnsafeCell::new(Base {
     keys: core::ptr::null_mut(),
+    tags: core::ptr::null_mut(),
     vals: core::ptr::null_mut(),
     cap: 0,
     bytes: 0,
@@ -123,7 +128,7 @@ pub(crate) unsafe fn begin(n: usize) -> bool {
     let b = unsafe { base() };
     drop_mapping(b);
     let cap = (n.max(8) * 2).next_power_of_two();
-    let bytes = cap * (size_of::<[u64; 3]>() + size_of::<Stats>());
+    let bytes = cap * (size_of::<[u64; 3]>() + size_of::<u64>() + size_of::<Stats>());
     let mem = state::map_zeroed(bytes);
     b.cpus = [[0; 3]; state::MAX_CPUS];
     if mem.is_null() {
@@ -131,8 +136,12 @@ pub(crate) unsafe fn begin(n: usize) -> bool {
         return false;
     }
     b.keys = mem.cast();
-    // SAFETY: the values follow the keys inside the mapping (cap * 24 bytes, 8-aligned).
-    b.vals = unsafe { mem.add(cap * size_of::<[u64; 3]>()) }.cast();
+    // SAFETY: the tags follow the keys, the values the tags, inside the mapping (cap * 24 and
+    // cap * 8 bytes: 8-aligned).
+    unsafe {
+        b.tags = mem.add(cap * size_of::<[u64; 3]>()).cast();
+        b.vals = mem.add(cap * (size_of::<[u64; 3]>() + size_of::<u64>())).cast();
+    }
     b.cap = cap;
     b.bytes = bytes;
     b.set = true;
@@ -145,6 +154,7 @@ fn drop_mapping(b: &mut Base) {
         unsafe { libc::munmap(b.keys.cast(), b.bytes) };
     }
     b.keys = core::ptr::null_mut();
+    b.tags = core::ptr::null_mut();
     b.vals = core::ptr::null_mut();
     b.cap = 0;
     b.bytes = 0;
@@ -180,20 +190,46 @@ fn slot_of(b: &Base, key: [u64; 3]) -> Option<(usize, bool)> {
     None
 }
 
-/// Records `st` as the baseline of record (owner, key, site).
+/// Records `st` as the baseline of record (owner, key, site), whose tag is `tag`.
 ///
 /// # Safety
 /// As [`base`].
-pub(crate) unsafe fn put(owner: u64, key: u64, site: u64, st: &Stats) {
+pub(crate) unsafe fn put(owner: u64, key: u64, site: u64, tag: u64, st: &Stats) {
     // SAFETY: by the caller's contract.
     let b = unsafe { base() };
     if let Some((i, _)) = slot_of(b, [owner, key, site]) {
         // SAFETY: i < cap, inside the mapping; only this thread touches it.
         unsafe {
             *b.keys.add(i) = [owner, key, site];
+            *b.tags.add(i) = tag;
             b.vals.add(i).write(st.clone());
         }
     }
+}
+
+/// Whether a reset happened (snapshots and the profile subtract its baseline).
+///
+/// # Safety
+/// As [`base`].
+pub(crate) unsafe fn is_set() -> bool {
+    // SAFETY: by the caller's contract.
+    unsafe { base() }.set
+}
+
+/// The baseline of record (owner, key, site): its tag at the reset and its figures then.
+///
+/// # Safety
+/// As [`base`]; the reference is not used after the next reset (`begin`) or `clear`.
+pub(crate) unsafe fn baseline(owner: u64, key: u64, site: u64) -> Option<(u64, &'static Stats)> {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { base() };
+    if !b.set {
+        return None;
+    }
+    let (i, true) = slot_of(b, [owner, key, site])? else { return None };
+    // SAFETY: i < cap and the slot was written by `put`; the mapping lives until the next
+    // `begin` or `clear` (the caller's contract).
+    Some(unsafe { (*b.tags.add(i), &*b.vals.add(i)) })
 }
 
 /// Adds per-CPU figures to the CPU baseline.
@@ -210,21 +246,10 @@ pub(crate) unsafe fn put_cpu(cpu: usize, acq: u64, contended: u64, wait: u64) {
     }
 }
 
-/// `st` less the baseline of record (owner, key, site); whether a reset happened (a record
-/// with nothing since then is left out). Maxima cannot be taken back: they stay (since the
-/// start) while the record has waits (holds) after the reset, and are 0 otherwise.
-///
-/// # Safety
-/// As [`base`].
-pub(crate) unsafe fn subtract(owner: u64, key: u64, site: u64, st: &mut Stats) -> bool {
-    // SAFETY: by the caller's contract.
-    let b = unsafe { base() };
-    if !b.set {
-        return false;
-    }
-    let Some((i, true)) = slot_of(b, [owner, key, site]) else { return true };
-    // SAFETY: i < cap and the slot was written by `put`.
-    let o = unsafe { &*b.vals.add(i) };
+/// `st` less a baseline `o` (a record's at the reset, or what a record owes for the identities
+/// folded into it since). Maxima cannot be taken back: they stay (since the start) while the
+/// record has waits (holds) after the reset, and are 0 otherwise.
+pub(crate) fn subtract(st: &mut Stats, o: &Stats) {
     let sub = |a: &mut u64, b: u64| *a = a.saturating_sub(b);
     sub(&mut st.acquisitions, o.acquisitions);
     sub(&mut st.contended, o.contended);
@@ -249,7 +274,6 @@ pub(crate) unsafe fn subtract(owner: u64, key: u64, site: u64, st: &mut Stats) -
     if st.holds_timed == 0 {
         st.hold_ns_max = 0;
     }
-    true
 }
 
 /// Per-CPU figures less the CPU baseline.

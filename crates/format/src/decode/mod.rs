@@ -17,7 +17,7 @@ use crate::layout::{
     END_PAYLOAD_LEN, FILE_HEADER_LEN, FRAME_LEN, Fnv64, MAGIC, MAX_PAYLOAD, MAX_STRING, VERSION,
     flags, tag,
 };
-use crate::model::{CpuStats, Dropped, LockClass, LockSleep, Overhead, Profile};
+use crate::model::{CpuStats, Dropped, LockClass, LockSleep, Lost, Mode, Overhead, Profile};
 
 mod error;
 mod records;
@@ -222,6 +222,15 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                 preempted_holds: c.opt_u64().map_err(at)?.unwrap_or(0),
                 preempted_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                 preempted_wait_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+            }),
+            tag::LOST => p.lost.push(Lost {
+                lock: c.u32().map_err(at)?,
+                site: c.u64().map_err(at)?,
+                mode: {
+                    let m = c.u8().map_err(at)?;
+                    Mode::from_u8(m).ok_or_else(|| at(c.bad_code("mode", m)))?
+                },
+                acquisitions: c.u64().map_err(at)?,
             }),
             tag::LOCK_CLASS => p.lock_classes.push(LockClass {
                 lock: c.u32().map_err(at)?,

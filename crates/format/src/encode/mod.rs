@@ -383,6 +383,9 @@ pub fn encode_profile<S: Sink>(p: &Profile, sink: S) -> Result<S, EncodeError> {
     for c in &p.lock_classes {
         e.lock_class(c)?;
     }
+    for l in &p.lost {
+        e.lost(l)?;
+    }
     for st in &p.stacks {
         e.stack(st.id, &st.frames)?;
     }

@@ -3,7 +3,7 @@
 
 use crate::layout::tag;
 use crate::model::{
-    CpuStats, Dropped, Event, IntervalLock, LockClass, LockKind, LockSleep, LongWait, Mode,
+    CpuStats, Dropped, Event, IntervalLock, LockClass, LockKind, LockSleep, LongWait, Lost, Mode,
     Overhead, Record, Stats,
 };
 
@@ -152,6 +152,16 @@ impl<S: Sink> Encoder<S> {
         r.u64(l.preempted_ns);
         r.u64(l.preempted_wait_ns);
         self.emit(tag::LOCK_SLEEP, 0, &mut r, &[], false)
+    }
+
+    /// Writes acquisitions of one (lock, site, mode) that were not recorded.
+    pub fn lost(&mut self, l: &Lost) -> Result<(), EncodeError> {
+        let mut r = Rec::new();
+        r.u32(l.lock);
+        r.u64(l.site);
+        r.u8(l.mode as u8);
+        r.u64(l.acquisitions);
+        self.emit(tag::LOST, 0, &mut r, &[], false)
     }
 
     /// Writes that lock `c.lock` is a class.

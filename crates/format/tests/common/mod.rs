@@ -206,6 +206,10 @@ pub fn rich_profile() -> Profile {
             acquisitions_table_full: 2,
             acquisitions_registry_full: 2,
         },
+        lost: vec![
+            Lost { lock: 1, site: 0x401000, mode: Mode::Exclusive, acquisitions: 2 },
+            Lost { lock: 2, site: 0x401234, mode: Mode::Write, acquisitions: 1 },
+        ],
         overhead: Overhead {
             ns_per_pair: 14,
             estimated_total_ns: 140_000,

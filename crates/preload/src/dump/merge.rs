@@ -16,9 +16,6 @@ pub(super) struct RecordRow {
     /// The key of its row: a live identity's `(slot << 32) | generation`, a class's
     /// [`class_pair`] (the time series and the lock ids use it).
     pub(super) row: u64,
-    /// The key its reset baseline is kept under: the identity's own, so that the next identity
-    /// in a slot does not inherit it.
-    pub(super) base: u64,
     /// The row its figures join when its identity ends (its class's), 0 for a class row: the
     /// time series hands the identity's intervals over to it.
     pub(super) heir: u64,
@@ -33,7 +30,7 @@ pub(super) fn record_row(
     k1: u64,
     tag: u64,
 ) -> Option<RecordRow> {
-    let (slot_idx, g, kind, mode) = crate::classes::unkey(k1);
+    let (_, _, kind, mode) = crate::classes::unkey(k1);
     let (kind, mode) = (LockKind::from_u8(kind)?, Mode::from_u8(mode)?);
     let ident = crate::classes::resolve(Some(reg), k1, tag);
     let (row, heir) = match ident {
@@ -43,12 +40,7 @@ pub(super) fn record_row(
         crate::classes::Ident::Class(c) => (class_pair(c, kind as u8), 0),
         crate::classes::Ident::Skip => return None,
     };
-    let base = if slot_idx == crate::classes::CLASS_SLOT || g != 0 {
-        k1
-    } else {
-        crate::classes::key(slot_idx, crate::classes::untag(tag).0, kind, mode)
-    };
-    Some(RecordRow { ident, row, base, heir, kind, mode })
+    Some(RecordRow { ident, row, heir, kind, mode })
 }
 
 /// The owner id a row's baseline is keyed by: the shard's current owner (a new thread that takes

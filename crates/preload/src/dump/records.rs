@@ -83,7 +83,8 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     // The dead threads whose shards were taken over, merged into one row.
     let merged = Merged::of_exited();
     let rows = || rows(&merged);
-    let total: usize = rows().map(|r| r.table.len() + r.events.len()).sum();
+    let total: usize =
+        rows().map(|r| r.table.len() + r.events.len()).sum::<usize>() + crate::lost::entries();
     let ids = IdMap::new(total);
     // The names the program gave, indexed once: (slot, generation) -> arena offset (+1).
     let mut nnames = 0usize;
@@ -101,17 +102,50 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         let owner = row_owner(&sh);
         // The records of identities that ended, folded by class (see `meter`'s lock classes).
         let folded = Table::new(&state::SCRATCH, 64);
+        // SAFETY: the caller holds the writer's lock (DUMP), as for each use of the baseline.
+        let since_reset = unsafe { crate::live::is_set() };
+        // What the records that identities were folded into since the reset owe: those
+        // identities' baselines (their counts before the reset came with them).
+        let owed = Table::new(&state::SCRATCH, 16);
+        if since_reset {
+            for e in sh.table.entries() {
+                let ((k1, site), now) = (e.key(), e.tag.load(Relaxed));
+                // SAFETY: as above.
+                let Some((then, o)) = (unsafe { crate::live::baseline(owner, k1, site) }) else {
+                    continue;
+                };
+                // (A scratch table refuses only when the kernel has no memory left: the record
+                // then keeps the counts from before the reset.)
+                if let Some(to) = crate::classes::folded_to(Some(reg), k1, then, now)
+                    && let Some(d) = owed.get(to, site)
+                {
+                    d.stats.absorb_stats(o);
+                }
+            }
+        }
         for e in sh.table.entries() {
             let ((k1, site), live) = (e.key(), &e.stats);
-            let Some(r) = record_row(reg, k1, e.tag.load(Relaxed)) else { continue };
+            let now = e.tag.load(Relaxed);
+            let Some(r) = record_row(reg, k1, now) else { continue };
             let mut st = live.snapshot();
             // The time series sums the raw figures (a reset's are in its base too).
             // SAFETY: the caller holds the writer's lock (DUMP).
             unsafe { crate::timeline::add(r.row, r.heir, &st) };
-            // SAFETY: the caller holds the writer's lock (DUMP).
-            let since_reset = unsafe { crate::live::subtract(owner, r.base, site, &mut st) };
-            if since_reset && crate::live::is_zero(&st) {
-                continue; // nothing since the last reset
+            if since_reset {
+                // SAFETY: as above.
+                if let Some((then, o)) = unsafe { crate::live::baseline(owner, k1, site) }
+                    && crate::classes::folded_to(Some(reg), k1, then, now).is_none()
+                {
+                    crate::live::subtract(&mut st, o);
+                }
+                if crate::classes::is_fold_target(k1)
+                    && let Some(d) = owed.get(k1, site)
+                {
+                    crate::live::subtract(&mut st, &d.stats.snapshot());
+                }
+                if crate::live::is_zero(&st) {
+                    continue; // nothing since the last reset
+                }
             }
             let (kind, mode) = (r.kind, r.mode);
             let (pair, slot_idx) = match r.ident {
@@ -149,6 +183,42 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
             }
             enc.stats(sh.index, id, site, mode, &live.snapshot()).ok()?;
         }
+    }
+    // Acquisitions not recorded, by lock and site; a lock that lost them all is listed too.
+    let mut lost_ok = true;
+    crate::lost::for_each(|k, site, n| {
+        let (slot_idx, _, kind, mode) = crate::classes::unkey(k);
+        let (Some(kind_e), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
+            return;
+        };
+        let (pair, class) = match crate::classes::resolve_event(Some(reg), k) {
+            crate::classes::Ident::Live(pair) => (pair, None),
+            crate::classes::Ident::Skip => return,
+            crate::classes::Ident::Class(c) => (class_pair(c, kind), Some(c)),
+        };
+        let Some((id, new)) = ids.get(pair).filter(|_| lost_ok) else {
+            lost_ok = false;
+            return;
+        };
+        if new {
+            let w = match class {
+                Some(c) => write_class(enc, id, c, kind_e),
+                None => write_lock(enc, reg, &names, id, slot_idx, pair as u32, kind_e),
+            };
+            lost_ok &= w.is_ok();
+        }
+        let l = lockmeter_format::Lost { lock: id, site, mode, acquisitions: n };
+        lost_ok &= enc.lost(&l).is_ok();
+    });
+    if !lost_ok {
+        return None;
+    }
+    if crate::lost::not_itemized() > 0 {
+        b.scratch.clear().push_u64(crate::lost::not_itemized());
+        b.scratch.push(
+            b" acquisitions not recorded are not told apart by lock (too many locks lost some)",
+        );
+        enc.note(b.scratch.bytes()).ok()?;
     }
     // Stacks, deduplicated across threads, then the events that use them.
     let nstacks: usize = rows().map(|s| s.stacks.len()).sum();

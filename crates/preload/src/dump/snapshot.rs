@@ -80,7 +80,7 @@ fn take_baseline() -> Result<(), &'static [u8]> {
             };
             let st = live.snapshot();
             // SAFETY: as above.
-            unsafe { crate::live::put(owner, r.base, site, &st) };
+            unsafe { crate::live::put(owner, k1, site, e.tag.load(Relaxed), &st) };
             // SAFETY: as above.
             unsafe { crate::timeline::add(r.row, r.heir, &st) };
         }

@@ -118,6 +118,7 @@ fn lookup(
     let Some(entry) = entry else {
         if !calibrating() {
             cx.shard.dropped.add(1);
+            crate::lost::note(ek, site as u64);
             // A lock identity is (address, generation): count identities, not addresses.
             reg.note_unrecorded(addr as u64 ^ (gen_ as u64).rotate_right(17));
         }

@@ -245,6 +245,14 @@ impl<'p, 's> Builder<'p, 's> {
                 self.threads[ti].locks += 1;
             }
         }
+        // Acquisitions not recorded, by lock (the lock may have no record at all).
+        for l in &profile.lost {
+            let li = self.lock(l.lock, l.mode);
+            if self.filter.lock_matches(&self.locks[li]) {
+                self.locks[li].lost += l.acquisitions;
+                self.lock_kept[li] = true;
+            }
+        }
     }
 
     /// The site of record `r` of lock `li` (`None` when the function filter drops it).
@@ -463,6 +471,7 @@ fn new_lock(
         sleep: None,
         pid: 0,
         image_seq: 0,
+        lost: 0,
     }
 }
 

@@ -158,6 +158,9 @@ pub struct LockAgg {
     /// The process image whose lock it is (its profile's `image_seq`: 0, then +1 per exec);
     /// its addresses are that image's ([`ImageMaps`]).
     pub image_seq: u32,
+    /// Its acquisitions the collector counted but could not record (its memory cap was
+    /// reached): part of the profile's dropped acquisitions, not in `agg`.
+    pub lost: u64,
 }
 
 /// The memory map of one process image (a run holds one per image of each process).

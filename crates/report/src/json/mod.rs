@@ -236,6 +236,9 @@ struct LockOut<'a> {
     threads: usize,
     #[serde(flatten)]
     stats: StatsOut,
+    /// Acquisitions not recorded (the collector's memory cap was reached); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropped_acquisitions: Option<u64>,
     sites: Vec<SiteOut<'a>>,
     first_use: Option<Vec<FrameOut<'a>>>,
     /// `run --kernel`: futex wait calls on the lock's words (sleeps in the kernel), and time.

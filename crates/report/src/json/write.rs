@@ -166,6 +166,7 @@ fn lock_out<'a>(l: &'a LockAgg, opts: &ReportOptions) -> LockOut<'a> {
         generation: l.generation,
         threads: l.threads,
         stats: stats_out(&l.agg),
+        dropped_acquisitions: (l.lost > 0).then_some(l.lost),
         sites: l.sorted_sites(opts.sort).into_iter().map(site_out).collect(),
         first_use: l.first_use.as_deref().map(stack_out),
         kernel_sleeps: l.sleep.as_ref().map(|s| s.sleeps),

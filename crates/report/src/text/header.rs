@@ -181,6 +181,23 @@ pub(super) fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
             d.locks,
             dropped_causes(d, &a.header.collector)
         )?;
+        let mut lost: Vec<&crate::analysis::LockAgg> =
+            a.locks.iter().filter(|l| l.lost > 0).collect();
+        if !lost.is_empty() {
+            lost.sort_by(|x, y| y.lost.cmp(&x.lost).then_with(|| x.address.cmp(&y.address)));
+            let shown: Vec<String> =
+                lost.iter().take(5).map(|l| format!("{} ({})", l.display_name(), l.lost)).collect();
+            let more = match lost.len() {
+                n if n > 5 => format!(", and {} more locks", n - 5),
+                _ => String::new(),
+            };
+            let itemized: u64 = lost.iter().map(|l| l.lost).sum();
+            writeln!(
+                w,
+                "!!! not recorded, by lock ({itemized} of them): {}{more}",
+                shown.join(", ")
+            )?;
+        }
         if d.threads > 0 {
             writeln!(
                 w,

@@ -144,6 +144,7 @@ pub fn sample_profile() -> Profile {
         lock_sleeps: Vec::new(),
         lock_classes: Vec::new(),
         dropped: Dropped::default(),
+        lost: Vec::new(),
         notes: Vec::new(),
         timeline: Vec::new(),
         long_waits: None,
