@@ -13,7 +13,7 @@
 //! writer folds those of identities that ended ([`resolve_event`]).
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use lockmeter_core::registry::{Classes, Registry};
+use lockmeter_core::registry::{Class, Classes, Registry};
 use lockmeter_core::table::{Entry, Table};
 use lockmeter_core::{LockKind, Mode};
 
@@ -44,7 +44,8 @@ pub(crate) fn unkey(k: u64) -> (u32, u32, u8, u8) {
 pub(crate) const CLASS_SLOT: u32 = 0x7ff_ffff;
 
 /// The lock classes of this process (see `lockmeter_core::registry::Classes`).
-pub(crate) static CLASSES: Classes<4096> = Classes::new();
+pub(crate) static CLASSES: Classes<'static> = Classes::new(&CLASS_ENTRIES);
+static CLASS_ENTRIES: [Class; 4096] = [const { Class::new() }; 4096];
 
 /// The key of the record of class `class` (0: identities that got no class).
 #[inline]

@@ -124,8 +124,8 @@ impl Merged {
         for ex in exited() {
             threads += ex.threads.get();
             nr += ex.table.len();
-            ns += ex.stacks.len();
-            ne += ex.events.len();
+            ns += ex.stacks.table().len();
+            ne += ex.events.table().len();
         }
         // At most half full: the merge never finds a table full.
         let cap = |n: usize| (n.max(8) * 2).next_power_of_two();

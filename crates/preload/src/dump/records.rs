@@ -83,7 +83,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     // The dead threads whose shards were taken over, merged into one row.
     let merged = Merged::of_exited();
     let rows = || rows(&merged);
-    let total: usize = rows().map(|r| r.table.len() + r.events.len()).sum();
+    let total: usize = rows().map(|r| r.table.len() + r.events.table().len()).sum();
     let ids = IdMap::new(total);
     // The names the program gave, indexed once: (slot, generation) -> arena offset (+1).
     let mut nnames = 0usize;
@@ -151,7 +151,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         }
     }
     // Stacks, deduplicated across threads, then the events that use them.
-    let nstacks: usize = rows().map(|s| s.stacks.len()).sum();
+    let nstacks: usize = rows().map(|s| s.stacks.table().len()).sum();
     let stack_ids = IdMap::new(nstacks);
     let mut ok = true;
     for sh in rows() {

@@ -284,8 +284,8 @@ fn take_dead_shard() -> Option<*const Shard> {
 
 /// Maps an [`Exited`] accumulation sized like `sh`'s tables. Null on failure.
 fn new_exited(sh: &Shard) -> *mut Exited {
-    let nstacks = sh.stacks.capacity();
-    let nevents = sh.events.capacity();
+    let nstacks = sh.stacks.table().capacity();
+    let nevents = sh.events.table().capacity();
     let head = (size_of::<Exited>() + 127) & !127;
     let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
