@@ -23,13 +23,22 @@ pub use crate::classes::{Class, ClassOrigin, Classes};
 use crate::mix64;
 use crate::probe::Probe;
 use crate::stats::LockKind;
-use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use core::sync::atomic::Ordering::*;
+// In loom models (`tests/loom.rs`) the registry runs on loom's atomics.
+#[cfg(not(loom))]
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64};
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU8, AtomicU32, AtomicU64};
 
 const MAX_PROBE: usize = 128;
 /// The address of a retired slot (no lock lives at address 1).
 pub const TOMBSTONE: u64 = 1;
 /// HyperLogLog precision: 2^12 registers, a standard error of about 1.6%.
+#[cfg(not(loom))]
 const HLL_P: u32 = 12;
+/// Loom models build a registry per execution: a few registers (they model no estimate).
+#[cfg(loom)]
+const HLL_P: u32 = 4;
 const HLL_M: usize = 1 << HLL_P;
 
 /// One lock's shared state.
@@ -67,10 +76,18 @@ pub struct Slot {
     pub named: AtomicU32,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<Slot>() == 64);
 
 impl Slot {
+    /// An empty slot (`const` but under loom, whose atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// An empty slot.
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
         Slot {
             addr: AtomicU64::new(0),
@@ -128,7 +145,10 @@ impl<'a> Registry<'a> {
             slots: &slots[..cap],
             mask: cap.wrapping_sub(1),
             used: AtomicU64::new(0),
+            #[cfg(not(loom))]
             unrecorded: [const { AtomicU8::new(0) }; HLL_M],
+            #[cfg(loom)]
+            unrecorded: core::array::from_fn(|_| AtomicU8::new(0)),
             refused: AtomicU64::new(0),
         }
     }
