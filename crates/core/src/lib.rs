@@ -37,6 +37,7 @@ pub mod clock;
 pub mod cost_model;
 pub mod fixed;
 pub mod hist;
+pub mod idents;
 pub mod probe;
 pub mod registry;
 pub mod reservoir;
