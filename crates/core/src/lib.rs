@@ -19,6 +19,9 @@
 //!   when full.
 //! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
 //!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
+//! - [`idents`]: the preload's record keys and tags, and how records of ended lock identities
+//!   fold into their class (pure logic of the collector, tested here).
+//! - [`ehframe`]: the `.eh_frame_hdr` search table: which function a code address is in.
 //! - [`classes`]: lock classes (init or first-use site), on [`fixed`] with many writers.
 //!
 //! Nothing here allocates, locks, or makes a syscall on the hot path: memory is handed in by the
@@ -35,6 +38,7 @@
 pub mod classes;
 pub mod clock;
 pub mod cost_model;
+pub mod ehframe;
 pub mod fixed;
 pub mod hist;
 pub mod idents;
