@@ -6,7 +6,7 @@
 //! it): the key `(site, kind, origin)` is packed into the entry's one published word, so two
 //! threads interning the same class get one entry.
 
-use crate::fixed::{Entry, FixedTable};
+use crate::fixed::{Entry, FixedTable, entry_head};
 use crate::stats::LockKind;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
@@ -39,21 +39,11 @@ pub struct Class {
 }
 
 impl Entry for Class {
-    type Key = u64;
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = true;
-    #[inline(always)]
-    fn word(&self) -> &AtomicU64 {
-        &self.key
-    }
+    entry_head!(u64, key, true);
     #[inline(always)]
     fn tag(key: &u64) -> u64 {
         *key
     }
-    fn matches(&self, _: &u64) -> bool {
-        true
-    }
-    fn write(&self, _: &u64) {}
 }
 
 impl Class {
@@ -150,13 +140,9 @@ impl<'a> Classes<'a> {
 mod tests {
     use super::*;
 
-    fn mem(n: usize) -> Vec<Class> {
-        (0..n).map(|_| Class::new()).collect()
-    }
-
     #[test]
     fn a_class_is_its_site_kind_and_origin() {
-        let m = mem(16);
+        let m: Vec<Class> = std::iter::repeat_with(Class::new).take(16).collect();
         let c = Classes::new(&m);
         let k = c.intern(0x401000, LockKind::Mutex, ClassOrigin::Init, 0x5000);
         assert_eq!(c.intern(0x401000, LockKind::Mutex, ClassOrigin::Init, 0x6000), k);
@@ -175,7 +161,7 @@ mod tests {
 
     #[test]
     fn a_full_class_table_answers_zero() {
-        let m = mem(4);
+        let m: Vec<Class> = std::iter::repeat_with(Class::new).take(4).collect();
         let c = Classes::new(&m);
         let ids: Vec<u32> =
             (1..=6u64).map(|n| c.intern(n * 16, LockKind::Mutex, ClassOrigin::Init, 0)).collect();
@@ -185,7 +171,7 @@ mod tests {
 
     #[test]
     fn threads_interning_one_class_get_one_id() {
-        let m = mem(64);
+        let m: Vec<Class> = std::iter::repeat_with(Class::new).take(64).collect();
         let c = Classes::new(&m);
         let ids: Vec<Vec<u32>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)

@@ -31,8 +31,6 @@
 //!     const TAG_IS_KEY: bool = true;
 //!     fn word(&self) -> &AtomicU64 { &self.key }
 //!     fn tag(k: &u64) -> u64 { *k }
-//!     fn matches(&self, _: &u64) -> bool { true }
-//!     fn write(&self, _: &u64) { self.n.store(0, Relaxed) }
 //! }
 //! let mem: Vec<Hits> = (0..8).map(|_| Hits::default()).collect();
 //! let t = FixedTable::new(&mem, 8, 8);
@@ -102,13 +100,36 @@ pub trait Entry {
         crate::mix64(Self::tag(key))
     }
     /// Whether this published entry, whose tag equals the key's, holds `key` (its fields besides
-    /// the word, read relaxed after the word's acquire load).
-    fn matches(&self, key: &Self::Key) -> bool;
+    /// the word, read relaxed after the word's acquire load). Entries whose tag is the whole key
+    /// keep the default (never asked).
+    #[inline(always)]
+    fn matches(&self, key: &Self::Key) -> bool {
+        let _ = key;
+        true
+    }
     /// Writes the key's fields besides the word and resets the value, before the entry is
     /// published by its only writer ([`FixedTable::insert_one`]; never called by
-    /// [`FixedTable::insert`]).
-    fn write(&self, key: &Self::Key);
+    /// [`FixedTable::insert`]). The default writes nothing.
+    #[inline(always)]
+    fn write(&self, key: &Self::Key) {
+        let _ = key;
+    }
 }
+
+/// The head of an [`Entry`] impl of this crate whose word is its `AtomicU64` field `$word`:
+/// `Key`, `Word`, `TAG_IS_KEY` and `word`.
+macro_rules! entry_head {
+    ($key:ty, $word:ident, $tag_is_key:expr) => {
+        type Key = $key;
+        type Word = core::sync::atomic::AtomicU64;
+        const TAG_IS_KEY: bool = $tag_is_key;
+        #[inline(always)]
+        fn word(&self) -> &core::sync::atomic::AtomicU64 {
+            &self.$word
+        }
+    };
+}
+pub(crate) use entry_head;
 
 /// A fixed-capacity open-addressed table over borrowed entries (see the module docs).
 #[derive(Debug)]
@@ -256,142 +277,5 @@ impl<'a, E: Entry> FixedTable<'a, E> {
     /// Insertions refused because the key did not fit.
     pub fn overflow(&self) -> u64 {
         self.overflow.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use core::sync::atomic::Ordering::Relaxed;
-
-    /// A two-word key: the tag is the first word, the second is told apart by `matches`.
-    #[derive(Debug, Default)]
-    struct Pair {
-        a: AtomicU64,
-        b: AtomicU64,
-        v: AtomicU64,
-    }
-
-    impl Entry for Pair {
-        type Key = (u64, u64);
-        type Word = AtomicU64;
-        const TAG_IS_KEY: bool = false;
-        fn word(&self) -> &AtomicU64 {
-            &self.a
-        }
-        fn tag(k: &(u64, u64)) -> u64 {
-            k.0
-        }
-        fn matches(&self, k: &(u64, u64)) -> bool {
-            self.b.load(Relaxed) == k.1
-        }
-        fn write(&self, k: &(u64, u64)) {
-            self.b.store(k.1, Relaxed);
-            self.v.store(0, Relaxed);
-        }
-    }
-
-    #[derive(Debug, Default)]
-    struct One {
-        k: AtomicU64,
-        v: AtomicU64,
-    }
-
-    impl Entry for One {
-        type Key = u64;
-        type Word = AtomicU64;
-        const TAG_IS_KEY: bool = true;
-        fn word(&self) -> &AtomicU64 {
-            &self.k
-        }
-        fn tag(k: &u64) -> u64 {
-            *k
-        }
-        fn hash(_: &u64) -> u64 {
-            3 // every key collides: probing does all the work
-        }
-        fn matches(&self, _: &u64) -> bool {
-            unreachable!("the tag is the key")
-        }
-        fn write(&self, _: &u64) {
-            self.v.store(0, Relaxed);
-        }
-    }
-
-    fn mem<E: Default>(n: usize) -> Vec<E> {
-        (0..n).map(|_| E::default()).collect()
-    }
-
-    #[test]
-    fn keys_with_one_tag_are_told_apart_and_found_again() {
-        let m = mem::<Pair>(16);
-        let t = FixedTable::new(&m, 16, 16);
-        let a = t.insert_one(&(5, 1), |e| e.v.store(10, Relaxed)).unwrap().1;
-        let b = t.insert_one(&(5, 2), |e| e.v.store(20, Relaxed)).unwrap().1;
-        assert!(!core::ptr::eq(a, b));
-        assert_eq!(t.find(&(5, 1)).unwrap().v.load(Relaxed), 10);
-        assert_eq!(t.find(&(5, 2)).unwrap().v.load(Relaxed), 20);
-        assert!(core::ptr::eq(t.insert_one(&(5, 1), |_| panic!("present")).unwrap().1, a));
-        assert!(t.find(&(5, 3)).is_none() && t.find(&(6, 1)).is_none());
-        assert_eq!((t.len(), t.overflow()), (2, 0));
-    }
-
-    #[test]
-    fn the_fill_limit_and_the_probe_limit_refuse_and_count() {
-        let m = mem::<Pair>(16);
-        let t = FixedTable::new(&m, 16, 14);
-        let ok = (1..=20u64).filter(|&k| t.insert_one(&(k, 0), |_| {}).is_some()).count();
-        assert_eq!((ok, t.len(), t.overflow()), (14, 14, 6));
-        // Every key collides on one slot: the probe limit (4) admits four of them.
-        let m = mem::<One>(16);
-        let t = FixedTable::new(&m, 4, 16);
-        let ok = (1..=6u64).filter(|&k| t.insert(&k, |_| {}).is_some()).count();
-        assert_eq!((ok, t.overflow()), (4, 2));
-        assert!((1..=4u64).all(|k| t.find(&k).is_some()));
-        assert!(t.find(&5).is_none());
-    }
-
-    #[test]
-    fn capacity_is_a_power_of_two_and_an_empty_table_refuses() {
-        let m = mem::<One>(100);
-        assert_eq!(FixedTable::new(&m, 8, 100).capacity(), 64);
-        let t = FixedTable::new(&m[..0], 8, 8);
-        assert!(t.insert(&1, |_| {}).is_none() && t.find(&1).is_none());
-        assert_eq!(t.overflow(), 1);
-    }
-
-    #[test]
-    fn clear_empties_and_entries_start_afresh() {
-        let m = mem::<Pair>(8);
-        let t = FixedTable::new(&m, 8, 8);
-        t.insert_one(&(1, 1), |e| e.v.store(5, Relaxed)).unwrap();
-        t.clear_one(|e| e.v.store(0, Relaxed));
-        assert!(t.is_empty() && t.find(&(1, 1)).is_none());
-        let mut n = 0;
-        t.for_each(|_, _| n += 1);
-        assert_eq!(n, 0);
-        assert_eq!(t.insert_one(&(1, 1), |_| {}).unwrap().1.v.load(Relaxed), 0);
-    }
-
-    #[test]
-    fn many_writers_get_one_entry_per_key() {
-        let m = mem::<One>(1024);
-        let t = FixedTable::new(&m, 1024, 1024);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for k in 1..=500u64 {
-                        t.insert(&k, |_| {}).unwrap().1.v.fetch_add(1, Relaxed);
-                    }
-                });
-            }
-        });
-        assert_eq!(t.len(), 500);
-        let mut n = 0;
-        t.for_each(|_, e| {
-            assert_eq!(e.v.load(Relaxed), 4);
-            n += 1
-        });
-        assert_eq!(n, 500);
     }
 }

@@ -12,7 +12,7 @@
 //! Both are single-writer (the owning thread) and readable by any thread, like
 //! [`crate::table::Table`]; what does not fit is refused, and the caller counts it.
 
-use crate::fixed::{Entry, FixedTable};
+use crate::fixed::{Entry, FixedTable, entry_head};
 use crate::{Counter, mix64};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,13 +56,7 @@ impl Default for StackEntry {
 }
 
 impl Entry for StackEntry {
-    type Key = u64;
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = true;
-    #[inline(always)]
-    fn word(&self) -> &AtomicU64 {
-        &self.hash
-    }
+    entry_head!(u64, hash, true);
     #[inline(always)]
     fn tag(hash: &u64) -> u64 {
         *hash
@@ -71,11 +65,6 @@ impl Entry for StackEntry {
     fn hash(hash: &u64) -> u64 {
         *hash
     }
-    fn matches(&self, _: &u64) -> bool {
-        true
-    }
-    #[inline(always)]
-    fn write(&self, _: &u64) {}
 }
 
 /// Interned stacks over borrowed, zeroed entries.
@@ -211,13 +200,7 @@ pub struct EventKey {
 }
 
 impl Entry for EventEntry {
-    type Key = EventKey;
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = false;
-    #[inline(always)]
-    fn word(&self) -> &AtomicU64 {
-        &self.k_lock
-    }
+    entry_head!(EventKey, k_lock, false);
     #[inline(always)]
     fn tag(k: &EventKey) -> u64 {
         k.lock

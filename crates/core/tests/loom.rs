@@ -15,7 +15,6 @@ use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::LockKind;
 use lockmeter_core::fixed::{Entry, FixedTable};
 use lockmeter_core::registry::{Registry, Slot};
-use loom::sync::atomic::AtomicU64;
 use loom::thread;
 
 fn builder() -> loom::model::Builder {
@@ -31,61 +30,14 @@ fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
 }
 
-/// A two-word key (one writer): the tag is the first word, the second is checked by `matches`.
-#[derive(Debug, Default)]
-struct Pair {
-    a: AtomicU64,
-    b: AtomicU64,
-    v: AtomicU64,
+mod common;
+
+/// Test entries on loom's atomics, every key hashing to entry 0.
+mod entries {
+    crate::test_entries!(loom::sync::atomic::AtomicU64, |_: u64| 0u64);
 }
 
-impl Entry for Pair {
-    type Key = (u64, u64);
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = false;
-    fn word(&self) -> &AtomicU64 {
-        &self.a
-    }
-    fn tag(k: &(u64, u64)) -> u64 {
-        k.0
-    }
-    fn hash(_: &(u64, u64)) -> u64 {
-        0
-    }
-    fn matches(&self, k: &(u64, u64)) -> bool {
-        self.b.load(Relaxed) == k.1
-    }
-    fn write(&self, k: &(u64, u64)) {
-        self.b.store(k.1, Relaxed);
-        self.v.store(0, Relaxed);
-    }
-}
-
-/// A one-word key (many writers); every key hashes to the same entry.
-#[derive(Debug, Default)]
-struct Word {
-    k: AtomicU64,
-    v: AtomicU64,
-}
-
-impl Entry for Word {
-    type Key = u64;
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = true;
-    fn word(&self) -> &AtomicU64 {
-        &self.k
-    }
-    fn tag(k: &u64) -> u64 {
-        *k
-    }
-    fn hash(_: &u64) -> u64 {
-        0
-    }
-    fn matches(&self, _: &u64) -> bool {
-        true
-    }
-    fn write(&self, _: &u64) {}
-}
+use entries::{Pair, Word};
 
 fn table<E: Entry + Default>(n: usize) -> &'static FixedTable<'static, E> {
     let mem: &'static Vec<E> = leak((0..n).map(|_| E::default()).collect());

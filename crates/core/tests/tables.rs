@@ -1,65 +1,28 @@
-//! Property tests against `HashMap` of the fixed concurrent table (`core::fixed`) and of the
-//! lock registry (`core::registry`): under any sequence of operations they hold what the map
-//! holds, refuse only when the map says they are full, and count what they refuse.
+//! The fixed concurrent table (`core::fixed`): unit tests, and property tests against `HashMap`
+//! of it and of the lock registry (`core::registry`): under any sequence of operations they hold
+//! what the map holds, refuse only when the map says they are full, and count what they refuse.
 
 use lockmeter_core::LockKind;
-use lockmeter_core::fixed::{Entry, FixedTable};
+use lockmeter_core::fixed::FixedTable;
 use lockmeter_core::registry::{Registry, Slot};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
-/// A two-word key whose first word (the tag) takes few values: many keys share a tag.
-#[derive(Debug, Default)]
-struct Pair {
-    a: AtomicU64,
-    b: AtomicU64,
-    v: AtomicU64,
+mod common;
+
+/// Entries placed by a mix of their tag.
+mod mixed {
+    crate::test_entries!(std::sync::atomic::AtomicU64, lockmeter_core::mix64);
 }
 
-impl Entry for Pair {
-    type Key = (u64, u64);
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = false;
-    fn word(&self) -> &AtomicU64 {
-        &self.a
-    }
-    fn tag(k: &(u64, u64)) -> u64 {
-        k.0
-    }
-    fn matches(&self, k: &(u64, u64)) -> bool {
-        self.b.load(Relaxed) == k.1
-    }
-    fn write(&self, k: &(u64, u64)) {
-        self.b.store(k.1, Relaxed);
-        self.v.store(0, Relaxed);
-    }
+/// Entries whose keys all start probing at entry 3: probing does all the work (only `Word` used).
+#[allow(dead_code)]
+mod colliding {
+    crate::test_entries!(std::sync::atomic::AtomicU64, |_: u64| 3u64);
 }
 
-/// A one-word key (many writers).
-#[derive(Debug, Default)]
-struct Word {
-    k: AtomicU64,
-    v: AtomicU64,
-}
-
-impl Entry for Word {
-    type Key = u64;
-    type Word = AtomicU64;
-    const TAG_IS_KEY: bool = true;
-    fn word(&self) -> &AtomicU64 {
-        &self.k
-    }
-    fn tag(k: &u64) -> u64 {
-        *k
-    }
-    fn matches(&self, _: &u64) -> bool {
-        true
-    }
-    fn write(&self, _: &u64) {
-        self.v.store(0, Relaxed);
-    }
-}
+use mixed::{Pair, Word};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -221,4 +184,81 @@ proptest! {
         prop_assert_eq!(r.len(), model.len());
         prop_assert_eq!(r.refused_lookups(), refused);
     }
+}
+
+fn mem<E: Default>(n: usize) -> Vec<E> {
+    (0..n).map(|_| E::default()).collect()
+}
+
+#[test]
+fn keys_with_one_tag_are_told_apart_and_found_again() {
+    let m = mem::<Pair>(16);
+    let t = FixedTable::new(&m, 16, 16);
+    let a = t.insert_one(&(5, 1), |e| e.v.store(10, Relaxed)).unwrap().1;
+    let b = t.insert_one(&(5, 2), |e| e.v.store(20, Relaxed)).unwrap().1;
+    assert!(!std::ptr::eq(a, b));
+    assert_eq!(t.find(&(5, 1)).unwrap().v.load(Relaxed), 10);
+    assert_eq!(t.find(&(5, 2)).unwrap().v.load(Relaxed), 20);
+    assert!(std::ptr::eq(t.insert_one(&(5, 1), |_| panic!("present")).unwrap().1, a));
+    assert!(t.find(&(5, 3)).is_none() && t.find(&(6, 1)).is_none());
+    assert_eq!((t.len(), t.overflow()), (2, 0));
+}
+
+#[test]
+fn the_fill_limit_and_the_probe_limit_refuse_and_count() {
+    let m = mem::<Pair>(16);
+    let t = FixedTable::new(&m, 16, 14);
+    let ok = (1..=20u64).filter(|&k| t.insert_one(&(k, 0), |_| {}).is_some()).count();
+    assert_eq!((ok, t.len(), t.overflow()), (14, 14, 6));
+    // Every key starts at one entry: the probe limit (4) admits four of them.
+    let m = mem::<colliding::Word>(16);
+    let t = FixedTable::new(&m, 4, 16);
+    let ok = (1..=6u64).filter(|&k| t.insert(&k, |_| {}).is_some()).count();
+    assert_eq!((ok, t.overflow()), (4, 2));
+    assert!((1..=4u64).all(|k| t.find(&k).is_some()));
+    assert!(t.find(&5).is_none());
+}
+
+#[test]
+fn capacity_is_a_power_of_two_and_an_empty_table_refuses() {
+    let m = mem::<Word>(100);
+    assert_eq!(FixedTable::new(&m, 8, 100).capacity(), 64);
+    let t = FixedTable::new(&m[..0], 8, 8);
+    assert!(t.insert(&1, |_| {}).is_none() && t.find(&1).is_none());
+    assert_eq!(t.overflow(), 1);
+}
+
+#[test]
+fn clear_empties_and_entries_start_afresh() {
+    let m = mem::<Pair>(8);
+    let t = FixedTable::new(&m, 8, 8);
+    t.insert_one(&(1, 1), |e| e.v.store(5, Relaxed)).unwrap();
+    t.clear_one(|e| e.v.store(0, Relaxed));
+    assert!(t.is_empty() && t.find(&(1, 1)).is_none());
+    let mut n = 0;
+    t.for_each(|_, _| n += 1);
+    assert_eq!(n, 0);
+    assert_eq!(t.insert_one(&(1, 1), |_| {}).unwrap().1.v.load(Relaxed), 0);
+}
+
+#[test]
+fn many_writers_get_one_entry_per_key() {
+    let m = mem::<Word>(1024);
+    let t = FixedTable::new(&m, 1024, 1024);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for k in 1..=500u64 {
+                    t.insert(&k, |_| {}).unwrap().1.v.fetch_add(1, Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(t.len(), 500);
+    let mut n = 0;
+    t.for_each(|_, e| {
+        assert_eq!(e.v.load(Relaxed), 4);
+        n += 1
+    });
+    assert_eq!(n, 500);
 }

@@ -35,7 +35,7 @@ pub(super) fn record_row(
 ) -> Option<RecordRow> {
     let (slot_idx, g, kind, mode) = crate::classes::unkey(k1);
     let (kind, mode) = (LockKind::from_u8(kind)?, Mode::from_u8(mode)?);
-    let ident = crate::classes::resolve(Some(reg), k1, tag);
+    let ident = crate::classes::idents(Some(reg)).resolve(k1, tag);
     let (row, heir) = match ident {
         crate::classes::Ident::Live(pair) => {
             (pair, class_pair(crate::classes::untag(tag).1, kind as u8))
@@ -162,7 +162,7 @@ impl Merged {
         }
         for ex in exited() {
             for e in ex.table.entries() {
-                if !crate::classes::merge_record(state::registry(), &m.table, e) {
+                if !crate::classes::idents(state::registry()).merge_record(&m.table, e) {
                     m.lost_acquisitions += e.stats.acquisitions.get();
                 }
             }

@@ -172,7 +172,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
             }
             let (_, _, kind, mode) = crate::classes::unkey(k.lock);
             let Some(mode) = Mode::from_u8(mode) else { return };
-            let pair = match crate::classes::resolve_event(Some(reg), k.lock) {
+            let pair = match crate::classes::idents(Some(reg)).resolve_event(k.lock) {
                 crate::classes::Ident::Live(pair) => pair,
                 crate::classes::Ident::Skip => return,
                 // A class is named by its site: the first uses of its identities are left out.
@@ -217,7 +217,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         START_TICKS.load(Relaxed),
         |k| {
             let (_, _, _, mode) = crate::classes::unkey(k);
-            let pair = match crate::classes::resolve_event(Some(reg), k) {
+            let pair = match crate::classes::idents(Some(reg)).resolve_event(k) {
                 crate::classes::Ident::Live(pair) => pair,
                 crate::classes::Ident::Skip => return None,
                 crate::classes::Ident::Class(c) => class_pair(c, crate::classes::unkey(k).2),
@@ -277,7 +277,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     for sh in rows() {
         let before = acquisitions;
         for e in sh.table.entries() {
-            if crate::classes::resolve(Some(reg), e.key().0, e.tag.load(Relaxed))
+            if crate::classes::idents(Some(reg)).resolve(e.key().0, e.tag.load(Relaxed))
                 != crate::classes::Ident::Skip
             {
                 acquisitions += e.stats.acquisitions.get();

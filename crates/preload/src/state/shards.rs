@@ -327,7 +327,7 @@ fn take_over(sh: &Shard) -> bool {
     let ex = unsafe { &*ep };
     for e in sh.table.entries() {
         // By identity while it lives, by class once it ended (see `meter`'s lock classes).
-        if !crate::classes::merge_record(registry(), &ex.table, e) {
+        if !crate::classes::idents(registry()).merge_record(&ex.table, e) {
             // Counted like any acquisition that found its table full.
             sh.dropped.add(e.stats.acquisitions.get());
         }
