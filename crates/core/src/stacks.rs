@@ -67,6 +67,12 @@ impl Entry for StackEntry {
     }
 }
 
+/// A thread's table over `entries`: a key probes at most [`MAX_PROBE`] entries, and 7/8 of them
+/// are used at most.
+fn thread_table<E: Entry>(entries: &[E]) -> FixedTable<'_, E> {
+    FixedTable::new(entries, MAX_PROBE, crate::pow2_floor(entries.len()) * 7 / 8)
+}
+
 /// Interned stacks over borrowed, zeroed entries.
 #[derive(Debug)]
 pub struct StackStore<'a> {
@@ -76,8 +82,7 @@ pub struct StackStore<'a> {
 impl<'a> StackStore<'a> {
     /// A store over `entries` (zeroed); capacity is the largest power of two not above the length.
     pub fn new(entries: &'a [StackEntry]) -> Self {
-        let cap = crate::pow2_floor(entries.len());
-        StackStore { table: FixedTable::new(entries, MAX_PROBE, cap * 7 / 8) }
+        StackStore { table: thread_table(entries) }
     }
 
     /// Interns `frames` (truncated to [`MAX_FRAMES`]); returns its hash, or `None` if it does not
@@ -238,8 +243,7 @@ pub struct EventTable<'a> {
 impl<'a> EventTable<'a> {
     /// A table over `entries` (zeroed).
     pub fn new(entries: &'a [EventEntry]) -> Self {
-        let cap = crate::pow2_floor(entries.len());
-        EventTable { table: FixedTable::new(entries, MAX_PROBE, cap * 7 / 8) }
+        EventTable { table: thread_table(entries) }
     }
 
     /// The entry for `k`, inserted if absent; `None` if it does not fit. Single writer only.
