@@ -22,6 +22,7 @@
 //! - [`idents`]: the preload's record keys and tags, and how records of ended lock identities
 //!   fold into their class (pure logic of the collector, tested here).
 //! - [`ehframe`]: the `.eh_frame_hdr` search table: which function a code address is in.
+//! - [`procstat`]: the `/proc/PID/stat` fields parser (the CLI's guardians, the kernel collector).
 //! - [`classes`]: lock classes (init or first-use site), on [`fixed`] with many writers.
 //!
 //! Nothing here allocates, locks, or makes a syscall on the hot path: memory is handed in by the
@@ -43,6 +44,7 @@ pub mod fixed;
 pub mod hist;
 pub mod idents;
 pub mod probe;
+pub mod procstat;
 pub mod registry;
 pub mod reservoir;
 pub mod settings;
