@@ -9,7 +9,7 @@
 //! ([`Idents::retag`]): the tables hold one record per slot, site and mode, however many locks lived in
 //! the slot. Records still tagged with an identity that ended are folded the same way when the
 //! profile is written ([`Idents::resolve`]), whichever thread destroyed the lock. An identity the program
-//! named keeps a row of its own (key [`own_row_key`]).
+//! named keeps a row of its own (key `own_row_key`).
 //!
 //! Event keys stay per identity ([`event_key`]: slot, low generation bits, class); the profile
 //! writer folds those of identities that ended ([`Idents::resolve_event`]).
