@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(lockmeter_bpf)");
-    println!("cargo::rerun-if-changed=src/bpf/lockmeter.bpf.c");
+    // lockmeter.bpf.c and the parts it includes (`*.bpf.h`, one per job).
+    println!("cargo::rerun-if-changed=src/bpf");
     println!("cargo::rerun-if-env-changed=LOCKMETER_NO_BPF");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let why = match build(&out) {

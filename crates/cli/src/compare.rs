@@ -7,7 +7,6 @@ use lockmeter_core::settings;
 use lockmeter_report::export::compare_plot::{CompareBar, compare_to_file};
 use lockmeter_report::units::{Align, Table, fmt_ns};
 use lockmeter_report::{Analysis, SymbolizeOptions};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
@@ -35,14 +34,8 @@ pub(crate) struct CompareArgs {
     /// The figure to write, .svg or .png (default: compare.svg in the directory).
     #[arg(long, value_name = "FILE")]
     pub(crate) plot: Option<PathBuf>,
-    /// The program and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
-    pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) program: crate::run::Program,
 }
 
 /// One run's measurements.
@@ -124,7 +117,7 @@ pub(crate) fn compare(args: CompareArgs) -> Result<()> {
         ),
         None => None,
     };
-    let Some(prog) = args.command.first() else {
+    let Some(prog) = args.program.command.first() else {
         bail!("no program given: lockmeter compare --locks pthread,mcs -- PROGRAM [ARGS...]")
     };
     crate::run::resolve_program(prog)?;
@@ -143,7 +136,8 @@ pub(crate) fn compare(args: CompareArgs) -> Result<()> {
             let profile = dir.join(format!("{stem}.lmp"));
             let out_path = dir.join(format!("{stem}.out"));
             let collector = CollectorArgs::with(&[(&settings::LOCK, algo.as_str())]);
-            let mut cmd = crate::run::metered_command(&args.command, &lib, &profile, &collector)?;
+            let mut cmd =
+                crate::run::metered_command(&args.program.command, &lib, &profile, &collector)?;
             let out = std::fs::File::create_new(&out_path)
                 .with_context(|| format!("cannot create {}", out_path.display()))?;
             let err = std::fs::File::create_new(dir.join(format!("{stem}.err")))
@@ -181,7 +175,7 @@ pub(crate) fn compare(args: CompareArgs) -> Result<()> {
     }
 
     let cmdline: Vec<String> =
-        args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        args.program.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let base = args.locks.iter().position(|l| l == "pthread");
     let base_wall = base.map(|b| median(&results[b].iter().map(|r| r.wall_s).collect::<Vec<_>>()));
     let mut cols = vec![

@@ -164,7 +164,7 @@ pub(crate) fn demo(a: DemoArgs) -> Result<ExitCode> {
         lock_filter: None,
         kernel: false,
         pprof_dir: None,
-        command: command.clone(),
+        program: crate::run::Program { command: command.clone() },
     };
     let ran = crate::run::run_metered(&command, &output, &args)?;
     let code = crate::run::finish(&command[..1], &ran, a.quiet, 10)?;

@@ -167,8 +167,7 @@ fn guardian_writing(manifest: &Path) -> bool {
 
 /// The parent pid of process `pid` (field 4 of `/proc/PID/stat`, after the name in parentheses).
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    lockmeter_core::procstat::read_field(&format!("/proc/{pid}"), 4)
 }
 
 /// Waits until child `pid` has ended, without reaping it: its zombie keeps the exit status the

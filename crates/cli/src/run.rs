@@ -40,6 +40,13 @@ pub(crate) struct RunArgs {
     /// acquisitions by waiter stack, Go's mutex profile shape), for Pyroscope or Parca.
     #[arg(long, value_name = "DIR", requires = "interval", conflicts_with = "kernel")]
     pub(crate) pprof_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) program: Program,
+}
+
+/// The program a command runs, and its arguments (`run`, `compare`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Program {
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -473,8 +480,8 @@ fn run_with_kernel(
 /// `lockmeter run`.
 pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     let output = args.output.clone().unwrap_or_else(|| default_output("lockmeter"));
-    let ran = run_metered(&args.command, &output, &args)?;
-    finish(&args.command, &ran, args.quiet, args.top)
+    let ran = run_metered(&args.program.command, &output, &args)?;
+    finish(&args.program.command, &ran, args.quiet, args.top)
 }
 
 /// A signal's description (`Terminated`, `Aborted`, ...).

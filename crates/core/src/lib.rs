@@ -10,12 +10,20 @@
 //! - [`table`]: a growable, single-writer table of records (one per thread: the shard) over
 //!   memory mapped through a [`table::Memory`] (the preload's caps what it maps). Records never
 //!   move; what cannot be mapped is counted, never corrupting what is kept.
+//! - [`fixed`]: the one fixed-capacity concurrent table (insert, lookup, overflow count) over
+//!   caller-provided entries: one writer or many, lock-free lookups. The stack, event and class
+//!   tables are built on it.
 //! - [`stacks`]: interned call stacks and aggregated contention events (who waited on whom).
 //! - [`settings`]: every collector setting, defined once (variable, `run` flag, default, help).
 //! - [`timeline`]: a bounded time series of per-lock sums (`run --interval`), merging neighbours
 //!   when full.
 //! - [`registry`]: the process-wide lock registry: lock address → identity (slot, generation,
 //!   kind) plus the shared state that owner changes and holder attribution need. Lock-free.
+//! - [`idents`]: the preload's record keys and tags, and how records of ended lock identities
+//!   fold into their class (pure logic of the collector, tested here).
+//! - [`ehframe`]: the `.eh_frame_hdr` search table: which function a code address is in.
+//! - [`procstat`]: the `/proc/PID/stat` fields parser (the CLI's guardians, the kernel collector).
+//! - [`classes`]: lock classes (init or first-use site), on [`fixed`] with many writers.
 //!
 //! Nothing here allocates, locks, or makes a syscall on the hot path: memory is handed in by the
 //! collector (the preload maps it with `mmap`; a table asks for more on its slow path, when it
@@ -28,10 +36,15 @@
 //! assert_eq!(h.snapshot()[10], 1);
 //! ```
 
+pub mod classes;
 pub mod clock;
 pub mod cost_model;
+pub mod ehframe;
+pub mod fixed;
 pub mod hist;
+pub mod idents;
 pub mod probe;
+pub mod procstat;
 pub mod registry;
 pub mod reservoir;
 pub mod settings;

@@ -16,20 +16,29 @@
 //! new addresses are refused; their number is estimated (HyperLogLog), so the report can say how
 //! many locks went unrecorded.
 //!
-//! Each identity has a *class* ([`Classes`]): the call site of its `*_init`, or for a lock never
-//! initialized by a call (a static initializer), the site of its first use, as the kernel's
-//! lockdep classes do. The collector folds the statistics of dead identities into their class.
+//! Each identity has a *class* ([`Classes`], in `classes.rs`): the call site of its `*_init`, or
+//! for a lock never initialized by a call (a static initializer), the site of its first use.
 
+pub use crate::classes::{Class, ClassOrigin, Classes};
 use crate::mix64;
 use crate::probe::Probe;
 use crate::stats::LockKind;
-use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use core::sync::atomic::Ordering::*;
+// In loom models (`tests/loom.rs`) the registry runs on loom's atomics.
+#[cfg(not(loom))]
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64};
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU8, AtomicU32, AtomicU64};
 
 const MAX_PROBE: usize = 128;
 /// The address of a retired slot (no lock lives at address 1).
 pub const TOMBSTONE: u64 = 1;
 /// HyperLogLog precision: 2^12 registers, a standard error of about 1.6%.
+#[cfg(not(loom))]
 const HLL_P: u32 = 12;
+/// Loom models build a registry per execution: a few registers (they model no estimate).
+#[cfg(loom)]
+const HLL_P: u32 = 4;
 const HLL_M: usize = 1 << HLL_P;
 
 /// One lock's shared state.
@@ -67,10 +76,18 @@ pub struct Slot {
     pub named: AtomicU32,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<Slot>() == 64);
 
 impl Slot {
+    /// An empty slot (`const` but under loom, whose atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// An empty slot.
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
         Slot {
             addr: AtomicU64::new(0),
@@ -128,7 +145,10 @@ impl<'a> Registry<'a> {
             slots: &slots[..cap],
             mask: cap.wrapping_sub(1),
             used: AtomicU64::new(0),
+            #[cfg(not(loom))]
             unrecorded: [const { AtomicU8::new(0) }; HLL_M],
+            #[cfg(loom)]
+            unrecorded: core::array::from_fn(|_| AtomicU8::new(0)),
             refused: AtomicU64::new(0),
         }
     }
@@ -320,136 +340,6 @@ impl<'a> Registry<'a> {
     }
 }
 
-/// How a class's locks came to be: the site of their `*_init`, or of their first use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ClassOrigin {
-    /// Initialized by a call (`pthread_mutex_init`, `sem_init`, ...) at the class's site.
-    Init = 1,
-    /// Never initialized by a call (a static initializer): first used at the class's site.
-    FirstUse = 2,
-}
-
-/// One lock class: `(site, kind, origin)`, and how many identities of it ended.
-#[derive(Debug, Default)]
-pub struct Class {
-    site: AtomicU64,
-    /// `kind | origin << 4`, 0 while the entry is free.
-    tag: AtomicU8,
-    /// Address of the first lock of the class (to tell its storage).
-    sample: AtomicU64,
-    /// Identities of this class that ended (destroyed or initialized again).
-    ended: AtomicU64,
-    /// First-use stacks taken for identities of this class ([`Class::take_first_use`]).
-    first_uses: AtomicU32,
-}
-
-impl Class {
-    const fn new() -> Self {
-        Class {
-            site: AtomicU64::new(0),
-            tag: AtomicU8::new(0),
-            sample: AtomicU64::new(0),
-            ended: AtomicU64::new(0),
-            first_uses: AtomicU32::new(0),
-        }
-    }
-    /// Whether one more identity of this class may have its first-use stack taken: true for the
-    /// first `max`. A class initialized at one site is named by that site; the first uses of a
-    /// million identities of it would name nothing more.
-    pub fn take_first_use(&self, max: u32) -> bool {
-        self.first_uses.load(Relaxed) < max && self.first_uses.fetch_add(1, Relaxed) < max
-    }
-    /// The class's call site.
-    pub fn site(&self) -> u64 {
-        self.site.load(Acquire)
-    }
-    /// Its locks' kind.
-    pub fn kind(&self) -> Option<LockKind> {
-        LockKind::from_u8(self.tag.load(Acquire) & 15)
-    }
-    /// How its locks came to be.
-    pub fn origin(&self) -> ClassOrigin {
-        if self.tag.load(Acquire) >> 4 == ClassOrigin::Init as u8 {
-            ClassOrigin::Init
-        } else {
-            ClassOrigin::FirstUse
-        }
-    }
-    /// Address of the first lock seen of this class.
-    pub fn sample_address(&self) -> u64 {
-        self.sample.load(Relaxed)
-    }
-    /// Identities of this class that ended.
-    pub fn ended(&self) -> u64 {
-        self.ended.load(Relaxed)
-    }
-}
-
-/// The lock classes: a fixed, insert-only, lock-free table of `N` (a power of two) entries.
-/// Class ids are 1-based (0: no class). When it is full, [`Classes::intern`] answers 0 and the
-/// identities stay without a class (the collector folds them by kind).
-#[derive(Debug)]
-pub struct Classes<const N: usize> {
-    entries: [Class; N],
-}
-
-impl<const N: usize> Default for Classes<N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<const N: usize> Classes<N> {
-    /// An empty table.
-    pub const fn new() -> Self {
-        assert!(N.is_power_of_two() && N < 1 << 15);
-        Classes { entries: [const { Class::new() }; N] }
-    }
-
-    /// The id of class `(site, kind, origin)`, inserted if absent, with `addr` as its sample
-    /// address; 0 when the table is full. Lock-free (one CAS per new class), no allocation.
-    pub fn intern(&self, site: u64, kind: LockKind, origin: ClassOrigin, addr: u64) -> u32 {
-        let tag = (kind as u8 & 15) | ((origin as u8) << 4);
-        for idx in Probe::new(mix64(site ^ ((tag as u64) << 56)), N, MAX_PROBE) {
-            let Some(e) = self.entries.get(idx) else { return 0 };
-            let mut t = e.tag.load(Acquire);
-            if t == 0 {
-                // Claim the entry: the site first (under a tag no real class has), then the tag.
-                match e.tag.compare_exchange(0, 0xff, Acquire, Acquire) {
-                    Ok(_) => {
-                        e.site.store(site, Relaxed);
-                        e.sample.store(addr, Relaxed);
-                        e.tag.store(tag, Release);
-                        return idx as u32 + 1;
-                    }
-                    Err(cur) => t = cur,
-                }
-            }
-            // An entry being claimed (0xff) is stepped over, never waited for: at worst the same
-            // class gets two entries, each with exact counts of its own.
-            if t == tag && e.site.load(Relaxed) == site {
-                return idx as u32 + 1;
-            }
-        }
-        0
-    }
-
-    /// Class `id` (1-based).
-    pub fn get(&self, id: u32) -> Option<&Class> {
-        let e = self.entries.get((id as usize).checked_sub(1)?)?;
-        let t = e.tag.load(Acquire);
-        (t != 0 && t != 0xff).then_some(e)
-    }
-
-    /// Counts one ended identity of class `id` (nothing for 0).
-    pub fn ended(&self, id: u32) {
-        if let Some(e) = self.get(id) {
-            e.ended.fetch_add(1, Relaxed);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,32 +462,11 @@ mod tests {
     fn begin_sets_the_class_and_retire_returns_it() {
         let m = mem(64);
         let r = Registry::new(&m);
-        let c: Classes<16> = Classes::new();
-        let k = c.intern(0x401000, LockKind::Mutex, ClassOrigin::Init, 0x5000);
-        assert_eq!(c.intern(0x401000, LockKind::Mutex, ClassOrigin::Init, 0x6000), k);
-        assert_ne!(c.intern(0x401000, LockKind::Mutex, ClassOrigin::FirstUse, 0), k);
-        assert_ne!(c.intern(0x401000, LockKind::RwLock, ClassOrigin::Init, 0), k);
-        let e = c.get(k).unwrap();
-        assert_eq!(
-            (e.site(), e.kind(), e.origin()),
-            (0x401000, Some(LockKind::Mutex), ClassOrigin::Init)
-        );
-        assert_eq!(e.sample_address(), 0x5000);
+        let k = 3; // a class id (see classes.rs)
         assert_eq!(r.begin(0x5000, LockKind::Mutex, k), 0);
         assert_eq!(r.find(0x5000).unwrap().1.class.load(Relaxed), k);
         assert_eq!(r.begin(0x5000, LockKind::Mutex, k), k, "a second init ends the first");
         assert_eq!(r.retire(0x5000), k);
-        c.ended(k);
-        assert_eq!(c.get(k).unwrap().ended(), 1);
-        assert!(c.get(0).is_none() && c.get(99).is_none());
-    }
-
-    #[test]
-    fn a_full_class_table_answers_zero() {
-        let c: Classes<4> = Classes::new();
-        let ids: Vec<u32> =
-            (1..=6u64).map(|n| c.intern(n * 16, LockKind::Mutex, ClassOrigin::Init, 0)).collect();
-        assert_eq!(ids.iter().filter(|&&i| i != 0).count(), 4);
-        assert_eq!(ids[4..], [0, 0]);
+        assert_eq!(r.retire(0x5000), 0, "retired: no class");
     }
 }

@@ -12,7 +12,7 @@
 //! Both are single-writer (the owning thread) and readable by any thread, like
 //! [`crate::table::Table`]; what does not fit is refused, and the caller counts it.
 
-use crate::probe::Probe;
+use crate::fixed::{Entry, FixedTable, entry_head};
 use crate::{Counter, mix64};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -55,94 +55,76 @@ impl Default for StackEntry {
     }
 }
 
+impl Entry for StackEntry {
+    entry_head!(u64, hash, true);
+    #[inline(always)]
+    fn tag(hash: &u64) -> u64 {
+        *hash
+    }
+    #[inline(always)]
+    fn hash(hash: &u64) -> u64 {
+        *hash
+    }
+}
+
+/// A thread's table over `entries`: a key probes at most [`MAX_PROBE`] entries, and 7/8 of them
+/// are used at most.
+fn thread_table<E: Entry>(entries: &[E]) -> FixedTable<'_, E> {
+    FixedTable::new(entries, MAX_PROBE, crate::pow2_floor(entries.len()) * 7 / 8)
+}
+
 /// Interned stacks over borrowed, zeroed entries.
 #[derive(Debug)]
 pub struct StackStore<'a> {
-    entries: &'a [StackEntry],
-    mask: usize,
-    len: Counter,
+    table: FixedTable<'a, StackEntry>,
 }
 
 impl<'a> StackStore<'a> {
     /// A store over `entries` (zeroed); capacity is the largest power of two not above the length.
     pub fn new(entries: &'a [StackEntry]) -> Self {
-        let cap = crate::pow2_floor(entries.len());
-        StackStore { entries: &entries[..cap], mask: cap.wrapping_sub(1), len: Counter::new() }
+        StackStore { table: thread_table(entries) }
     }
 
     /// Interns `frames` (truncated to [`MAX_FRAMES`]); returns its hash, or `None` if it does not
     /// fit. Single writer only.
     pub fn intern(&self, frames: &[u64]) -> Option<u64> {
         let frames = frames.get(..frames.len().min(MAX_FRAMES))?;
-        if self.entries.is_empty() {
-            return None;
-        }
         let h = stack_hash(frames);
-        for i in Probe::new(h, self.mask.wrapping_add(1), MAX_PROBE) {
-            let e = self.entries.get(i)?;
-            let eh = e.hash.load(Ordering::Relaxed);
-            if eh == h {
-                return Some(h);
+        self.table.insert_one(&h, |e| {
+            for (d, &f) in e.frames.iter().zip(frames) {
+                d.store(f, Ordering::Relaxed);
             }
-            if eh == 0 {
-                if self.len.get() as usize >= self.entries.len() * 7 / 8 {
-                    return None;
-                }
-                for (d, &f) in e.frames.iter().zip(frames) {
-                    d.store(f, Ordering::Relaxed);
-                }
-                e.len.store(frames.len() as u64, Ordering::Relaxed);
-                e.hash.store(h, Ordering::Release);
-                self.len.add(1);
-                return Some(h);
-            }
-        }
-        None
+            e.len.store(frames.len() as u64, Ordering::Relaxed);
+        })?;
+        Some(h)
     }
 
-    /// Capacity in stacks.
-    pub fn capacity(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Number of stacks.
-    pub fn len(&self) -> usize {
-        self.len.get() as usize
-    }
-
-    /// Whether the store is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The table of stacks (capacity, number, refusals).
+    pub fn table(&self) -> &FixedTable<'a, StackEntry> {
+        &self.table
     }
 
     /// Empties the store. Single writer only.
     pub fn clear(&self) {
-        for e in self.entries {
-            if e.hash.load(Ordering::Relaxed) != 0 {
-                e.hash.store(0, Ordering::Release);
-                e.len.store(0, Ordering::Relaxed);
-                for f in &e.frames {
-                    f.store(0, Ordering::Relaxed);
-                }
+        self.table.clear_one(|e| {
+            e.len.store(0, Ordering::Relaxed);
+            for f in &e.frames {
+                f.store(0, Ordering::Relaxed);
             }
-        }
-        self.len.set(0);
+        });
     }
 
     /// Every stack: (hash, frames copied into `buf`, count). Any thread.
     pub fn for_each(&self, mut f: impl FnMut(u64, &[u64])) {
         let mut buf = [0u64; MAX_FRAMES];
-        for e in self.entries {
-            let h = e.hash.load(Ordering::Acquire);
-            if h == 0 {
-                continue;
-            }
+        self.table.for_each(|_, e| {
+            let h = e.hash.load(Ordering::Relaxed);
             let n = (e.len.load(Ordering::Relaxed) as usize).min(MAX_FRAMES);
             for (d, s) in buf.iter_mut().zip(e.frames.iter()).take(n) {
                 *d = s.load(Ordering::Relaxed);
             }
             f(h, buf.get(..n).unwrap_or(&[]));
-        }
+        });
     }
 }
 
@@ -222,109 +204,88 @@ pub struct EventKey {
     pub holder_stack: u64,
 }
 
+impl Entry for EventEntry {
+    entry_head!(EventKey, k_lock, false);
+    #[inline(always)]
+    fn tag(k: &EventKey) -> u64 {
+        k.lock
+    }
+    #[inline(always)]
+    fn hash(k: &EventKey) -> u64 {
+        mix64(
+            k.lock
+                ^ (k.kind as u64).rotate_left(40)
+                ^ mix64(k.stack ^ k.holder_site.rotate_left(17) ^ k.holder_stack.rotate_left(31)),
+        )
+    }
+    #[inline(always)]
+    fn matches(&self, k: &EventKey) -> bool {
+        self.k_kind.load(Ordering::Relaxed) == k.kind as u64
+            && self.k_stack.load(Ordering::Relaxed) == k.stack
+            && self.k_holder_site.load(Ordering::Relaxed) == k.holder_site
+            && self.k_holder_stack.load(Ordering::Relaxed) == k.holder_stack
+    }
+    #[inline(always)]
+    fn write(&self, k: &EventKey) {
+        self.k_kind.store(k.kind as u64, Ordering::Relaxed);
+        self.k_stack.store(k.stack, Ordering::Relaxed);
+        self.k_holder_site.store(k.holder_site, Ordering::Relaxed);
+        self.k_holder_stack.store(k.holder_stack, Ordering::Relaxed);
+    }
+}
+
 /// Aggregated events over borrowed, zeroed entries.
 #[derive(Debug)]
 pub struct EventTable<'a> {
-    entries: &'a [EventEntry],
-    mask: usize,
-    len: Counter,
+    table: FixedTable<'a, EventEntry>,
 }
 
 impl<'a> EventTable<'a> {
     /// A table over `entries` (zeroed).
     pub fn new(entries: &'a [EventEntry]) -> Self {
-        let cap = crate::pow2_floor(entries.len());
-        EventTable { entries: &entries[..cap], mask: cap.wrapping_sub(1), len: Counter::new() }
+        EventTable { table: thread_table(entries) }
     }
 
     /// The entry for `k`, inserted if absent; `None` if it does not fit. Single writer only.
     pub fn get(&self, k: &EventKey) -> Option<&'a EventEntry> {
-        if self.entries.is_empty() || k.lock == 0 {
+        if k.lock == 0 {
             return None;
         }
-        let kind = k.kind as u64;
-        let h = mix64(
-            k.lock
-                ^ kind.rotate_left(40)
-                ^ mix64(k.stack ^ k.holder_site.rotate_left(17) ^ k.holder_stack.rotate_left(31)),
-        );
-        for i in Probe::new(h, self.mask.wrapping_add(1), MAX_PROBE) {
-            let e = self.entries.get(i)?;
-            let el = e.k_lock.load(Ordering::Relaxed);
-            if el == k.lock
-                && e.k_kind.load(Ordering::Relaxed) == kind
-                && e.k_stack.load(Ordering::Relaxed) == k.stack
-                && e.k_holder_site.load(Ordering::Relaxed) == k.holder_site
-                && e.k_holder_stack.load(Ordering::Relaxed) == k.holder_stack
-            {
-                return Some(e);
-            }
-            if el == 0 {
-                if self.len.get() as usize >= self.entries.len() * 7 / 8 {
-                    return None;
-                }
-                e.k_kind.store(kind, Ordering::Relaxed);
-                e.k_stack.store(k.stack, Ordering::Relaxed);
-                e.k_holder_site.store(k.holder_site, Ordering::Relaxed);
-                e.k_holder_stack.store(k.holder_stack, Ordering::Relaxed);
-                e.k_lock.store(k.lock, Ordering::Release);
-                self.len.add(1);
-                return Some(e);
-            }
-        }
-        None
+        self.table.insert_one(k, |_| {}).map(|(_, e)| e)
     }
 
-    /// Capacity in events.
-    pub fn capacity(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Number of entries in use.
-    pub fn len(&self) -> usize {
-        self.len.get() as usize
-    }
-
-    /// Whether no entry is in use.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The table of events (capacity, number, refusals).
+    pub fn table(&self) -> &FixedTable<'a, EventEntry> {
+        &self.table
     }
 
     /// Empties the table. Single writer only.
     pub fn clear(&self) {
-        for e in self.entries {
-            if e.k_lock.load(Ordering::Relaxed) != 0 {
-                e.k_lock.store(0, Ordering::Release);
-                for c in [&e.k_kind, &e.k_stack, &e.k_holder_site, &e.k_holder_stack] {
-                    c.store(0, Ordering::Relaxed);
-                }
-                e.count.set(0);
-                e.wait_ns.set(0);
-                e.wait_ns_max.set(0);
+        self.table.clear_one(|e| {
+            for c in [&e.k_kind, &e.k_stack, &e.k_holder_site, &e.k_holder_stack] {
+                c.store(0, Ordering::Relaxed);
             }
-        }
-        self.len.set(0);
+            e.count.set(0);
+            e.wait_ns.set(0);
+            e.wait_ns_max.set(0);
+        });
     }
 
     /// Every event with its key. Any thread.
     pub fn for_each(&self, mut f: impl FnMut(EventKey, &EventEntry)) {
-        for e in self.entries {
-            let lock = e.k_lock.load(Ordering::Acquire);
-            if lock == 0 {
-                continue;
-            }
+        self.table.for_each(|_, e| {
             let Some(kind) = EventKind::from_u8(e.k_kind.load(Ordering::Relaxed) as u8) else {
-                continue;
+                return;
             };
             let key = EventKey {
-                lock,
+                lock: e.k_lock.load(Ordering::Relaxed),
                 kind,
                 stack: e.k_stack.load(Ordering::Relaxed),
                 holder_site: e.k_holder_site.load(Ordering::Relaxed),
                 holder_stack: e.k_holder_stack.load(Ordering::Relaxed),
             };
             f(key, e);
-        }
+        });
     }
 }
 
@@ -348,7 +309,7 @@ mod tests {
         assert_eq!(s.intern(&[1, 2, 3]), Some(a));
         let b = s.intern(&[1, 2]).unwrap();
         assert_ne!(a, b);
-        assert_eq!(s.len(), 2);
+        assert_eq!(s.table().len(), 2);
         let mut seen = Vec::new();
         s.for_each(|h, f| seen.push((h, f.to_vec())));
         seen.sort();
@@ -411,7 +372,7 @@ mod tests {
         }
         assert!(s.intern(&[99]).is_none(), "full");
         s.clear();
-        assert_eq!(s.len(), 0);
+        assert_eq!(s.table().len(), 0);
         let mut n = 0;
         s.for_each(|_, _| n += 1);
         assert_eq!(n, 0);
@@ -431,7 +392,7 @@ mod tests {
         };
         t.get(&k).unwrap().count.add(7);
         t.clear();
-        assert_eq!(t.len(), 0);
+        assert_eq!(t.table().len(), 0);
         let mut n = 0;
         t.for_each(|_, _| n += 1);
         assert_eq!(n, 0);

@@ -2,14 +2,6 @@
 //! model's enums. Shared by the writer and the reader; public so that tools and fuzzers can
 //! build or patch files by hand.
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
 use crate::model::{EndReason, HoldTiming};
 
 /// The first 8 bytes of every profile.

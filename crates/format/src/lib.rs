@@ -65,14 +65,34 @@
 
 #![forbid(unsafe_code)]
 
-mod decode;
-mod encode;
+/// Modules that must never panic (the reader, on any input) or allocate where the preload calls
+/// them (the writer): no indexing that can panic, no unwrap, no unchecked arithmetic. The lints
+/// are listed here once; each module's children inherit them.
+macro_rules! panic_free {
+    ($($vis:vis mod $name:ident;)*) => {
+        $(
+            #[deny(
+                clippy::indexing_slicing,
+                clippy::unwrap_used,
+                clippy::expect_used,
+                clippy::panic,
+                clippy::arithmetic_side_effects
+            )]
+            $vis mod $name;
+        )*
+    };
+}
+
+panic_free! {
+    mod decode;
+    mod encode;
+    pub mod layout;
+    mod run;
+}
 pub mod files;
 pub mod fuzzing;
-pub mod layout;
 pub mod merge;
 pub mod model;
-mod run;
 
 pub use decode::{
     FileError, FileErrorKind, FormatError, FormatErrorKind, read_profile, read_profile_file,

@@ -5,14 +5,6 @@
 //! each complete (magic, version, records, END with its own checksum); a file of one profile,
 //! which is every file older lockmeters wrote, is a run of one. See `FORMAT.md`, "Run files".
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
 use std::path::Path;
 
 use crate::decode::{FileError, FileErrorKind, FormatError, FormatErrorKind, member_len};

@@ -13,7 +13,9 @@
 //! the preload collector writes ([`lockmeter_format::Profile`], collector `kernel`), one profile
 //! per traced process, so every view of `lockmeter report` works on it.
 //!
-//! The BPF side is `src/bpf/lockmeter.bpf.c`, compiled against the running kernel's BTF by
+//! The BPF side is `src/bpf/lockmeter.bpf.c` (which includes its parts by job, `src/bpf/*.bpf.h`:
+//! maps and helpers, processes, lock holders, kernel locks, futexes, Go), compiled against the
+//! running kernel's BTF by
 //! `build.rs` (clang, bpftool) into a libbpf-rs skeleton. Without them the crate still builds
 //! and [`unavailable`] says how to get eBPF support.
 

@@ -76,13 +76,7 @@ pub(crate) fn snapshot(pid: u32) -> Option<Snapshot> {
     let exe = std::fs::read_link(format!("{base}/exe"))
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stat = std::fs::read_to_string(format!("{base}/stat")).unwrap_or_default();
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses; read after the last ')'.
-    let ppid = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let ppid = lockmeter_core::procstat::read_field(&base, 4).unwrap_or(0);
     let mut threads = HashMap::new();
     if let Ok(rd) = std::fs::read_dir(format!("{base}/task")) {
         for e in rd.flatten() {

@@ -60,6 +60,76 @@ macro_rules! raw_init {
     };
 }
 
+/// A one-byte lock type `$name<P = $policy>` (0 free, 1 held, spin policy `P`): its unlocked
+/// `new()`, `Default`, and `lock_api`'s `RawMutex` and `RawMutexTimed` over three methods the type
+/// defines (`raw_lock`, `raw_try_lock`, `raw_lock_until`, each taking the lock with a
+/// `cmpxchg(0 → 1)`): [`tas::Tas`] and [`ttas::Ttas`].
+macro_rules! byte_lock_type {
+    ($(#[$m:meta])* $name:ident, $policy:ty) => {
+        $(#[$m])*
+        #[derive(Debug)]
+        #[repr(C)]
+        pub struct $name<P = $policy> {
+            locked: $crate::primitive::AtomicBool,
+            _p: core::marker::PhantomData<fn() -> P>,
+        }
+
+        impl<P> $name<P> {
+            maybe_const_fn! {
+                /// An unlocked lock.
+                pub fn new() -> Self {
+                    $name {
+                        locked: $crate::primitive::AtomicBool::new(false),
+                        _p: core::marker::PhantomData,
+                    }
+                }
+            }
+        }
+
+        impl<P> Default for $name<P> {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        // SAFETY: only the thread whose cmpxchg(false → true) succeeded (in `raw_lock`,
+        // `raw_try_lock` or `raw_lock_until`) holds the lock; only it stores `false`.
+        unsafe impl<P: $crate::relax::Relax> lock_api::RawMutex for $name<P> {
+            raw_init!();
+            type GuardMarker = lock_api::GuardSend;
+
+            #[inline]
+            fn lock(&self) {
+                self.raw_lock()
+            }
+            #[inline]
+            fn try_lock(&self) -> bool {
+                self.raw_try_lock()
+            }
+            #[inline]
+            unsafe fn unlock(&self) {
+                self.locked.store(false, $crate::primitive::Ordering::Release);
+            }
+            #[inline]
+            fn is_locked(&self) -> bool {
+                self.locked.load($crate::primitive::Ordering::Relaxed)
+            }
+        }
+
+        // SAFETY: as for `RawMutex`; a timed-out attempt changed nothing.
+        unsafe impl<P: $crate::relax::Relax> lock_api::RawMutexTimed for $name<P> {
+            type Duration = core::time::Duration;
+            type Instant = std::time::Instant;
+            fn try_lock_for(&self, timeout: core::time::Duration) -> bool {
+                self.raw_lock_until(std::time::Instant::now() + timeout)
+            }
+            fn try_lock_until(&self, deadline: std::time::Instant) -> bool {
+                self.raw_lock_until(deadline)
+            }
+        }
+    };
+}
+
 mod primitive;
 
 pub mod adaptive;

@@ -6,35 +6,16 @@
 //! Unlock: a release store of 0. Waiters share the line read-only while it is held, so a
 //! release costs one invalidation round instead of one per attempt. Unfair.
 
-use crate::primitive::{AtomicBool, Ordering::*, spin_loop};
+use crate::primitive::{Ordering::*, spin_loop};
 use crate::relax::{Backoff, Relax};
-use core::marker::PhantomData;
-use core::time::Duration;
 use std::time::Instant;
 
-/// Test-and-test-and-set lock with exponential backoff; `P` is the policy of the read-only
-/// spin: see the [module docs](self).
-#[derive(Debug)]
-#[repr(C)]
-pub struct Ttas<P = Backoff> {
-    locked: AtomicBool,
-    _p: PhantomData<fn() -> P>,
-}
-
-impl<P> Ttas<P> {
-    maybe_const_fn! {
-        /// An unlocked lock.
-        pub fn new() -> Self {
-            Ttas { locked: AtomicBool::new(false), _p: PhantomData }
-        }
-    }
-}
-
-impl<P> Default for Ttas<P> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+byte_lock_type!(
+    /// Test-and-test-and-set lock with exponential backoff; `P` is the policy of the read-only
+    /// spin: see the [module docs](self).
+    Ttas,
+    Backoff
+);
 
 /// Longest backoff after a lost race: 2^10 PAUSEs.
 const MAX_BACKOFF_SHIFT: u32 = 10;
@@ -68,43 +49,21 @@ impl<P: Relax> Ttas<P> {
             shift = (shift + 1).min(MAX_BACKOFF_SHIFT);
         }
     }
-}
-
-// SAFETY: only the thread whose cmpxchg(false → true) succeeded holds the lock; only it stores
-// `false`.
-unsafe impl<P: Relax> lock_api::RawMutex for Ttas<P> {
-    raw_init!();
-    type GuardMarker = lock_api::GuardSend;
 
     #[inline]
-    fn lock(&self) {
+    fn raw_lock(&self) {
         if self.locked.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
             self.acquire(None);
         }
     }
+
     #[inline]
-    fn try_lock(&self) -> bool {
+    fn raw_try_lock(&self) -> bool {
         !self.locked.load(Relaxed)
             && self.locked.compare_exchange(false, true, Acquire, Relaxed).is_ok()
     }
-    #[inline]
-    unsafe fn unlock(&self) {
-        self.locked.store(false, Release);
-    }
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.locked.load(Relaxed)
-    }
-}
 
-// SAFETY: as for `RawMutex`; a timed-out attempt changed nothing.
-unsafe impl<P: Relax> lock_api::RawMutexTimed for Ttas<P> {
-    type Duration = Duration;
-    type Instant = Instant;
-    fn try_lock_for(&self, timeout: Duration) -> bool {
-        lock_api::RawMutex::try_lock(self) || self.acquire(Some(Instant::now() + timeout))
-    }
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        lock_api::RawMutex::try_lock(self) || self.acquire(Some(deadline))
+    fn raw_lock_until(&self, deadline: Instant) -> bool {
+        self.raw_try_lock() || self.acquire(Some(deadline))
     }
 }

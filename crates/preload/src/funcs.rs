@@ -33,35 +33,11 @@ const EMPTY: Object = Object {
 static OBJECTS: [Object; MAX_OBJECTS] = [EMPTY; MAX_OBJECTS];
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
-/// The size of a value of DWARF pointer encoding `enc` (`None`: one the table cannot use).
-fn size_of_enc(enc: u8) -> Option<usize> {
-    match enc & 0x0f {
-        0x03 | 0x0b => Some(4),
-        0x04 | 0x0c => Some(8),
-        _ => None,
-    }
-}
-
-/// The table of `hdr`, an `.eh_frame_hdr` mapped at `base`: (offset of the table, entries). Only
-/// the layout every linker writes is used: a `datarel sdata4` table, a `udata4` count.
-fn table_of(hdr: &[u8]) -> Option<(usize, u64)> {
-    let (&version, &ptr_enc, &count_enc, &table_enc) =
-        (hdr.first()?, hdr.get(1)?, hdr.get(2)?, hdr.get(3)?);
-    if version != 1 || count_enc != 0x03 || table_enc != 0x3b {
-        return None;
-    }
-    let at = 4 + size_of_enc(ptr_enc)?;
-    let count = u32::from_le_bytes(hdr.get(at..at + 4)?.try_into().ok()?) as u64;
-    let table = at + 4;
-    // The whole table must lie inside the header.
-    (hdr.len() as u64 >= table as u64 + count * 8).then_some((table, count))
-}
-
 /// Remembers an object mapped at `lo..hi` whose `.eh_frame_hdr` is `hdr` (constructor only, from
 /// `dl_iterate_phdr`).
 pub(crate) fn add(lo: u64, hi: u64, hdr: &'static [u8]) {
     let base = hdr.as_ptr() as u64;
-    let Some((table, count)) = table_of(hdr) else { return };
+    let Some((table, count)) = lockmeter_core::ehframe::table_of(hdr) else { return };
     let i = COUNT.load(Relaxed);
     let Some(o) = OBJECTS.get(i) else { return };
     o.lo.store(lo, Relaxed);
@@ -82,18 +58,12 @@ pub(crate) fn start_of(pc: u64) -> Option<u64> {
         .find(|o| (o.lo.load(Relaxed)..o.hi.load(Relaxed)).contains(&pc))?;
     let (base, table, count) = (o.base.load(Relaxed), o.table.load(Relaxed), o.count.load(Relaxed));
     let start = |i: u64| -> u64 {
-        // SAFETY: `i < count`, and `table_of` checked that the `count` entries of 8 bytes lie
+        // SAFETY: `i < count` (`last_at_or_before` asks no other entry), and `table_of` checked that the `count` entries of 8 bytes lie
         // inside the mapped `.eh_frame_hdr` (never unmapped: the objects known at start-up stay).
         let rel = unsafe { core::ptr::read_unaligned((table + i * 8) as *const i32) };
         base.wrapping_add(rel as i64 as u64)
     };
-    // The last entry starting at or before `pc`.
-    let (mut lo, mut hi) = (0u64, count);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if start(mid) <= pc { lo = mid + 1 } else { hi = mid }
-    }
-    lo.checked_sub(1).map(start)
+    lockmeter_core::ehframe::last_at_or_before(count, start, pc)
 }
 
 /// Whether return addresses `a` and `b` are in the same function (the instruction before each:

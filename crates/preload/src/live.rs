@@ -16,7 +16,7 @@ use crate::state;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use lockmeter_core::Stats;
-use lockmeter_core::probe::Probe;
+use lockmeter_core::fixed::{Entry, FixedTable};
 
 /// Set while metering is paused on request (`ctl pause`, before `--delay`, after `--duration`).
 pub(crate) static PAUSED: AtomicBool = AtomicBool::new(false);
@@ -79,14 +79,45 @@ pub(crate) fn unlink_sock() {
     }
 }
 
+/// One record's baseline: key (owner, key, site), published by `key` (never 0), the lock
+/// identity its figures belonged to (its tag) and its statistics at the reset.
+#[repr(C)]
+struct BaseEntry {
+    key: AtomicU64,
+    owner: AtomicU64,
+    site: AtomicU64,
+    tag: AtomicU64,
+    stats: UnsafeCell<Stats>,
+}
+
+impl Entry for BaseEntry {
+    type Key = [u64; 3];
+    type Word = AtomicU64;
+    const TAG_IS_KEY: bool = false;
+    fn word(&self) -> &AtomicU64 {
+        &self.key
+    }
+    fn tag(k: &[u64; 3]) -> u64 {
+        k[1]
+    }
+    fn hash(k: &[u64; 3]) -> u64 {
+        lockmeter_core::mix64(k[0] ^ k[1].rotate_left(17) ^ k[2].rotate_left(41))
+    }
+    fn matches(&self, k: &[u64; 3]) -> bool {
+        self.owner.load(Relaxed) == k[0] && self.site.load(Relaxed) == k[2]
+    }
+    fn write(&self, k: &[u64; 3]) {
+        self.owner.store(k[0], Relaxed);
+        self.site.store(k[2], Relaxed);
+    }
+}
+
 /// The reset baseline (see the module docs).
 struct Base {
-    /// (owner, key, site) per slot; owner 0 marks the exited threads' row, key 0 an empty slot.
-    keys: *mut [u64; 3],
-    /// The record's tag at the reset (which lock identity its figures belonged to).
-    tags: *mut u64,
-    vals: *mut Stats,
-    cap: usize,
+    /// Per record (owner, key, site; owner 0 marks the exited threads' row): a
+    /// `lockmeter_core::fixed::FixedTable` with one writer over a mapping (`mem`, `bytes`).
+    table: FixedTable<'static, BaseEntry>,
+    mem: *mut u8,
     bytes: usize,
     /// Per-CPU (acquisitions, contended, wait) sums over all threads at the reset.
     cpus: [[u64; 3]; state::MAX_CPUS],
@@ -98,10 +129,8 @@ struct Shared(UnsafeCell<Base>);
 // SAFETY: only the holder of the profile writer's lock (`dump/mod.rs`'s DUMP flag) touches it.
 unsafe impl Sync for Shared {}
 static BASE: Shared = Shared(UnsafeCell::new(Base {
-    keys: core::ptr::null_mut(),
-    tags: core::ptr::null_mut(),
-    vals: core::ptr::null_mut(),
-    cap: 0,
+    table: FixedTable::new(&[], 0, 0),
+    mem: core::ptr::null_mut(),
     bytes: 0,
     cpus: [[0; 3]; state::MAX_CPUS],
     set: false,
@@ -128,35 +157,32 @@ pub(crate) unsafe fn begin(n: usize) -> bool {
     let b = unsafe { base() };
     drop_mapping(b);
     let cap = (n.max(8) * 2).next_power_of_two();
-    let bytes = cap * (size_of::<[u64; 3]>() + size_of::<u64>() + size_of::<Stats>());
+    let bytes = cap * size_of::<BaseEntry>();
     let mem = state::map_zeroed(bytes);
     b.cpus = [[0; 3]; state::MAX_CPUS];
     if mem.is_null() {
         b.set = false;
         return false;
     }
-    b.keys = mem.cast();
-    // SAFETY: the tags follow the keys, the values the tags, inside the mapping (cap * 24 and
-    // cap * 8 bytes: 8-aligned).
-    unsafe {
-        b.tags = mem.add(cap * size_of::<[u64; 3]>()).cast();
-        b.vals = mem.add(cap * (size_of::<[u64; 3]>() + size_of::<u64>())).cast();
-    }
-    b.cap = cap;
+    // SAFETY: `bytes` zeroed bytes, page-aligned, hold `cap` entries (zeroed atomics and a zeroed
+    // `Stats`, plain integers, are valid); the mapping lives until `drop_mapping` empties the
+    // table first.
+    let entries = unsafe { core::slice::from_raw_parts(mem as *const BaseEntry, cap) };
+    b.table = FixedTable::new(entries, cap, cap);
+    b.mem = mem;
     b.bytes = bytes;
     b.set = true;
     true
 }
 
 fn drop_mapping(b: &mut Base) {
-    if !b.keys.is_null() {
-        // SAFETY: the mapping made by `begin`; no reference into it outlives this call.
-        unsafe { libc::munmap(b.keys.cast(), b.bytes) };
+    b.table = FixedTable::new(&[], 0, 0);
+    if !b.mem.is_null() {
+        // SAFETY: the mapping made by `begin`; the table over it is gone, and no reference into
+        // it outlives this call.
+        unsafe { libc::munmap(b.mem.cast(), b.bytes) };
     }
-    b.keys = core::ptr::null_mut();
-    b.tags = core::ptr::null_mut();
-    b.vals = core::ptr::null_mut();
-    b.cap = 0;
+    b.mem = core::ptr::null_mut();
     b.bytes = 0;
 }
 
@@ -172,24 +198,6 @@ pub(crate) unsafe fn clear() {
     b.cpus = [[0; 3]; state::MAX_CPUS];
 }
 
-fn slot_of(b: &Base, key: [u64; 3]) -> Option<(usize, bool)> {
-    if b.keys.is_null() || key[1] == 0 {
-        return None;
-    }
-    let h = lockmeter_core::mix64(key[0] ^ key[1].rotate_left(17) ^ key[2].rotate_left(41));
-    for i in Probe::new(h, b.cap, b.cap) {
-        // SAFETY: i < cap, inside the mapping.
-        let k = unsafe { *b.keys.add(i) };
-        if k == key {
-            return Some((i, true));
-        }
-        if k[1] == 0 {
-            return Some((i, false));
-        }
-    }
-    None
-}
-
 /// Records `st` as the baseline of record (owner, key, site), whose tag is `tag`.
 ///
 /// # Safety
@@ -197,13 +205,14 @@ fn slot_of(b: &Base, key: [u64; 3]) -> Option<(usize, bool)> {
 pub(crate) unsafe fn put(owner: u64, key: u64, site: u64, tag: u64, st: &Stats) {
     // SAFETY: by the caller's contract.
     let b = unsafe { base() };
-    if let Some((i, _)) = slot_of(b, [owner, key, site]) {
-        // SAFETY: i < cap, inside the mapping; only this thread touches it.
-        unsafe {
-            *b.keys.add(i) = [owner, key, site];
-            *b.tags.add(i) = tag;
-            b.vals.add(i).write(st.clone());
-        }
+    if key == 0 {
+        return; // 0 is an empty entry's key word
+    }
+    if let Some((_, e)) = b.table.insert_one(&[owner, key, site], |_| {}) {
+        e.tag.store(tag, Relaxed);
+        // SAFETY: an entry of the mapping; only this thread touches it (the caller's contract),
+        // and no reference to its statistics is alive.
+        unsafe { e.stats.get().write(st.clone()) };
     }
 }
 
@@ -223,13 +232,13 @@ pub(crate) unsafe fn is_set() -> bool {
 pub(crate) unsafe fn baseline(owner: u64, key: u64, site: u64) -> Option<(u64, &'static Stats)> {
     // SAFETY: by the caller's contract.
     let b = unsafe { base() };
-    if !b.set {
+    if !b.set || key == 0 {
         return None;
     }
-    let (i, true) = slot_of(b, [owner, key, site])? else { return None };
-    // SAFETY: i < cap and the slot was written by `put`; the mapping lives until the next
-    // `begin` or `clear` (the caller's contract).
-    Some(unsafe { (*b.tags.add(i), &*b.vals.add(i)) })
+    let e = b.table.find(&[owner, key, site])?;
+    // SAFETY: an entry written by `put`; the mapping lives until the next `begin` or `clear`
+    // (the caller's contract).
+    Some((e.tag.load(Relaxed), unsafe { &*e.stats.get() }))
 }
 
 /// Adds per-CPU figures to the CPU baseline.

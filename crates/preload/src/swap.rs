@@ -285,12 +285,24 @@ unsafe fn decide(m: *mut pthread_mutex_t, w: &AtomicU32, site: usize) -> u32 {
     } else {
         None
     };
+    settle(w, reason.map(|r| r as usize), &NOT_SWAPPED, &SWAPPED_COUNT)
+}
+
+/// Records the decision for a lock whose mode word is `w`: native when there is a `reason` not
+/// to swap it (counted in `not_swapped[reason]`), else swapped (counted in `swapped`), unless
+/// another thread decided first. Returns the decision that holds.
+pub(crate) fn settle(
+    w: &AtomicU32,
+    reason: Option<usize>,
+    not_swapped: &[AtomicU64],
+    swapped: &AtomicU64,
+) -> u32 {
     let want = if reason.is_some() { NATIVE } else { SWAPPED };
     match w.compare_exchange(0, want, AcqRel, Acquire) {
         Ok(_) => {
             match reason {
-                Some(r) => NOT_SWAPPED[r as usize].fetch_add(1, Relaxed),
-                None => SWAPPED_COUNT.fetch_add(1, Relaxed),
+                Some(r) => not_swapped.get(r).map(|c| c.fetch_add(1, Relaxed)),
+                None => Some(swapped.fetch_add(1, Relaxed)),
             };
             want
         }

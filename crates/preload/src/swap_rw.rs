@@ -3,7 +3,7 @@
 //!
 //! Every function here leaves `errno` as it found it.
 
-use crate::swap::{NATIVE, SWAPPED, Writer, keep_errno, poll_until};
+use crate::swap::{SWAPPED, Writer, keep_errno, poll_until};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use libc::{clockid_t, pthread_rwlock_t, timespec};
@@ -106,17 +106,7 @@ unsafe fn rw_decide(l: *mut pthread_rwlock_t, w: &AtomicU32) -> u32 {
     } else {
         None
     };
-    let want = if reason.is_some() { NATIVE } else { SWAPPED };
-    match w.compare_exchange(0, want, AcqRel, Acquire) {
-        Ok(_) => {
-            match reason {
-                Some(r) => RW_NOT_SWAPPED[r].fetch_add(1, Relaxed),
-                None => RW_SWAPPED_COUNT.fetch_add(1, Relaxed),
-            };
-            want
-        }
-        Err(v) => v,
-    }
+    crate::swap::settle(w, reason, &RW_NOT_SWAPPED, &RW_SWAPPED_COUNT)
 }
 
 impl SwappedRw {

@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::{Agg, Analysis, ratio_pct};
+use crate::analysis::{Agg, Analysis, LockAgg, ratio_pct};
 use crate::options::{By, ReportOptions};
 
 /// The statistics columns every lock, site and thread row carries.
@@ -86,31 +86,50 @@ fn hex(a: u64) -> String {
     format!("{a:#x}")
 }
 
+/// A header of `head` and the statistics columns, then one row per `(cells, stats)`.
+fn stats_rows<'a>(
+    w: &mut dyn Write,
+    head: &[&str],
+    rows: impl Iterator<Item = (Vec<String>, &'a Agg)>,
+) -> io::Result<()> {
+    let mut h = head.to_vec();
+    h.extend(STATS);
+    row(w, &h)?;
+    for (mut r, agg) in rows {
+        r.extend(stats_cells(agg));
+        row(w, &r)?;
+    }
+    Ok(())
+}
+
+/// The columns that say which lock a row is: id, kind, name, address, generation.
+fn lock_cells(l: &LockAgg) -> Vec<String> {
+    vec![
+        l.id.to_string(),
+        l.kind.as_str().into(),
+        l.name.clone().unwrap_or_default(),
+        hex(l.address),
+        l.generation.to_string(),
+    ]
+}
+
 /// Writes the CSV report. `opts.by` picks the rows, `opts.sort` their order, `opts.top`
 /// (when given) their number; without it every row is written.
 pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<()> {
     let top = opts.top.unwrap_or(usize::MAX);
     match opts.by {
-        By::Lock => {
-            let mut head = vec!["id", "kind", "name", "address", "generation", "threads", "sites"];
-            head.extend(STATS);
-            row(w, &head)?;
-            for l in a.sorted_locks(opts.sort).into_iter().take(top) {
-                let mut r = vec![
-                    l.id.to_string(),
-                    l.kind.as_str().into(),
-                    l.name.clone().unwrap_or_default(),
-                    hex(l.address),
-                    l.generation.to_string(),
-                    l.threads.to_string(),
-                    l.sites.len().to_string(),
-                ];
-                r.extend(stats_cells(&l.agg));
-                row(w, &r)?;
-            }
-        }
-        By::Site => {
-            let mut head = vec![
+        By::Lock => stats_rows(
+            w,
+            &["id", "kind", "name", "address", "generation", "threads", "sites"],
+            a.sorted_locks(opts.sort).into_iter().take(top).map(|l| {
+                let mut r = lock_cells(l);
+                r.extend([l.threads.to_string(), l.sites.len().to_string()]);
+                (r, &l.agg)
+            }),
+        )?,
+        By::Site => stats_rows(
+            w,
+            &[
                 "lock_id",
                 "lock_kind",
                 "lock_name",
@@ -121,47 +140,37 @@ pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<
                 "address",
                 "file",
                 "line",
-            ];
-            head.extend(STATS);
-            row(w, &head)?;
-            for (l, s) in a.sorted_sites(opts.sort).into_iter().take(top) {
-                let mut r = vec![
-                    l.id.to_string(),
-                    l.kind.as_str().into(),
-                    l.name.clone().unwrap_or_default(),
-                    hex(l.address),
-                    l.generation.to_string(),
+            ],
+            a.sorted_sites(opts.sort).into_iter().take(top).map(|(l, s)| {
+                let mut r = lock_cells(l);
+                r.extend([
                     s.function.clone(),
                     s.frame.module.clone().unwrap_or_default(),
                     hex(s.address),
                     s.frame.file.clone().unwrap_or_default(),
                     s.frame.line.map(|l| l.to_string()).unwrap_or_default(),
-                ];
-                r.extend(stats_cells(&s.agg));
-                row(w, &r)?;
-            }
-        }
-        By::Thread => {
-            let mut head = vec!["index", "tid", "name", "locks"];
-            head.extend(STATS);
-            row(w, &head)?;
-            for t in a.sorted_threads(opts.sort).into_iter().take(top) {
-                let mut r = vec![
+                ]);
+                (r, &s.agg)
+            }),
+        )?,
+        By::Thread => stats_rows(
+            w,
+            &["index", "tid", "name", "locks"],
+            a.sorted_threads(opts.sort).into_iter().take(top).map(|t| {
+                let r = vec![
                     t.index.to_string(),
                     t.tid.to_string(),
                     t.name.clone(),
                     t.locks.to_string(),
                 ];
-                r.extend(stats_cells(&t.agg));
-                row(w, &r)?;
-            }
-        }
-        By::Process => {
-            let mut head = vec!["pid", "ppid", "name", "images", "threads", "locks"];
-            head.extend(STATS);
-            row(w, &head)?;
-            for p in a.sorted_processes(opts.sort).into_iter().take(top) {
-                let mut r = vec![
+                (r, &t.agg)
+            }),
+        )?,
+        By::Process => stats_rows(
+            w,
+            &["pid", "ppid", "name", "images", "threads", "locks"],
+            a.sorted_processes(opts.sort).into_iter().take(top).map(|p| {
+                let r = vec![
                     p.pid.to_string(),
                     p.ppid.to_string(),
                     p.name.clone(),
@@ -169,10 +178,9 @@ pub fn csv(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result<
                     p.threads.to_string(),
                     p.locks.to_string(),
                 ];
-                r.extend(stats_cells(&p.agg));
-                row(w, &r)?;
-            }
-        }
+                (r, &p.agg)
+            }),
+        )?,
         By::Pair => {
             row(
                 w,

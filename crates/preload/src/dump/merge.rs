@@ -32,7 +32,7 @@ pub(super) fn record_row(
 ) -> Option<RecordRow> {
     let (_, _, kind, mode) = crate::classes::unkey(k1);
     let (kind, mode) = (LockKind::from_u8(kind)?, Mode::from_u8(mode)?);
-    let ident = crate::classes::resolve(Some(reg), k1, tag);
+    let ident = crate::classes::idents(Some(reg)).resolve(k1, tag);
     let (row, heir) = match ident {
         crate::classes::Ident::Live(pair) => {
             (pair, class_pair(crate::classes::untag(tag).1, kind as u8))
@@ -116,8 +116,8 @@ impl Merged {
         for ex in exited() {
             threads += ex.threads.get();
             nr += ex.table.len();
-            ns += ex.stacks.len();
-            ne += ex.events.len();
+            ns += ex.stacks.table().len();
+            ne += ex.events.table().len();
         }
         // At most half full: the merge never finds a table full.
         let cap = |n: usize| (n.max(8) * 2).next_power_of_two();
@@ -154,7 +154,7 @@ impl Merged {
         }
         for ex in exited() {
             for e in ex.table.entries() {
-                if !crate::classes::merge_record(state::registry(), &m.table, e) {
+                if !crate::classes::idents(state::registry()).merge_record(&m.table, e) {
                     m.lost_acquisitions += e.stats.acquisitions.get();
                 }
             }

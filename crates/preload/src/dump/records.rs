@@ -83,8 +83,8 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     // The dead threads whose shards were taken over, merged into one row.
     let merged = Merged::of_exited();
     let rows = || rows(&merged);
-    let total: usize =
-        rows().map(|r| r.table.len() + r.events.len()).sum::<usize>() + crate::lost::entries();
+    let total: usize = rows().map(|r| r.table.len() + r.events.table().len()).sum::<usize>()
+        + crate::lost::entries();
     let ids = IdMap::new(total);
     // The names the program gave, indexed once: (slot, generation) -> arena offset (+1).
     let mut nnames = 0usize;
@@ -116,7 +116,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
                 };
                 // (A scratch table refuses only when the kernel has no memory left: the record
                 // then keeps the counts from before the reset.)
-                if let Some(to) = crate::classes::folded_to(Some(reg), k1, then, now)
+                if let Some(to) = crate::classes::idents(Some(reg)).folded_to(k1, then, now)
                     && let Some(d) = owed.get(to, site)
                 {
                     d.stats.absorb_stats(o);
@@ -134,7 +134,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
             if since_reset {
                 // SAFETY: as above.
                 if let Some((then, o)) = unsafe { crate::live::baseline(owner, k1, site) }
-                    && crate::classes::folded_to(Some(reg), k1, then, now).is_none()
+                    && crate::classes::idents(Some(reg)).folded_to(k1, then, now).is_none()
                 {
                     crate::live::subtract(&mut st, o);
                 }
@@ -191,7 +191,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         let (Some(kind_e), Some(mode)) = (LockKind::from_u8(kind), Mode::from_u8(mode)) else {
             return;
         };
-        let (pair, class) = match crate::classes::resolve_event(Some(reg), k) {
+        let (pair, class) = match crate::classes::idents(Some(reg)).resolve_event(k) {
             crate::classes::Ident::Live(pair) => (pair, None),
             crate::classes::Ident::Skip => return,
             crate::classes::Ident::Class(c) => (class_pair(c, kind), Some(c)),
@@ -221,7 +221,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         enc.note(b.scratch.bytes()).ok()?;
     }
     // Stacks, deduplicated across threads, then the events that use them.
-    let nstacks: usize = rows().map(|s| s.stacks.len()).sum();
+    let nstacks: usize = rows().map(|s| s.stacks.table().len()).sum();
     let stack_ids = IdMap::new(nstacks);
     let mut ok = true;
     for sh in rows() {
@@ -242,7 +242,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
             }
             let (_, _, kind, mode) = crate::classes::unkey(k.lock);
             let Some(mode) = Mode::from_u8(mode) else { return };
-            let pair = match crate::classes::resolve_event(Some(reg), k.lock) {
+            let pair = match crate::classes::idents(Some(reg)).resolve_event(k.lock) {
                 crate::classes::Ident::Live(pair) => pair,
                 crate::classes::Ident::Skip => return,
                 // A class is named by its site: the first uses of its identities are left out.
@@ -287,7 +287,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         START_TICKS.load(Relaxed),
         |k| {
             let (_, _, _, mode) = crate::classes::unkey(k);
-            let pair = match crate::classes::resolve_event(Some(reg), k) {
+            let pair = match crate::classes::idents(Some(reg)).resolve_event(k) {
                 crate::classes::Ident::Live(pair) => pair,
                 crate::classes::Ident::Skip => return None,
                 crate::classes::Ident::Class(c) => class_pair(c, crate::classes::unkey(k).2),
@@ -347,7 +347,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     for sh in rows() {
         let before = acquisitions;
         for e in sh.table.entries() {
-            if crate::classes::resolve(Some(reg), e.key().0, e.tag.load(Relaxed))
+            if crate::classes::idents(Some(reg)).resolve(e.key().0, e.tag.load(Relaxed))
                 != crate::classes::Ident::Skip
             {
                 acquisitions += e.stats.acquisitions.get();

@@ -45,30 +45,29 @@ type CndT = core::ffi::c_void;
 
 trampoline!("C" fn mtx_lock(_m: *mut MtxT) -> c_int; x86 "rsi", arm "x1" => imp_mtx_lock);
 unsafe extern "C" fn imp_mtx_lock(m: *mut MtxT, site: usize) -> c_int {
+    // SAFETY: forwarded with the caller's arguments (an initialized `mtx_t`).
+    mtx_acquire(m, site, || unsafe { real::mtx_lock(m) })
+}
+
+/// A metered C11 mutex acquisition: the real `mtx_trylock` first, then `blocking` (the real
+/// call that waits), results carried through the meter as errno-like codes.
+#[inline(always)]
+fn mtx_acquire(m: *mut MtxT, site: usize, blocking: impl FnOnce() -> c_int) -> c_int {
     errno_to_thrd(meter::lock_with(
         m as usize,
         LockKind::Mutex,
         Mode::Exclusive,
         site,
-        // SAFETY: forwarded with the caller's arguments (an initialized `mtx_t`).
+        // SAFETY: forwarded with the caller's `mtx_t` (the hooks' callers pass an initialized one).
         || thrd_to_errno(unsafe { real::mtx_trylock(m) }),
-        // SAFETY: as above.
-        || thrd_to_errno(unsafe { real::mtx_lock(m) }),
+        || thrd_to_errno(blocking()),
     ))
 }
 
 trampoline!("C" fn mtx_timedlock(_m: *mut MtxT, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => imp_mtx_timedlock);
 unsafe extern "C" fn imp_mtx_timedlock(m: *mut MtxT, t: *const timespec, site: usize) -> c_int {
-    errno_to_thrd(meter::lock_with(
-        m as usize,
-        LockKind::Mutex,
-        Mode::Exclusive,
-        site,
-        // SAFETY: forwarded with the caller's arguments.
-        || thrd_to_errno(unsafe { real::mtx_trylock(m) }),
-        // SAFETY: as above.
-        || thrd_to_errno(unsafe { real::mtx_timedlock(m, t) }),
-    ))
+    // SAFETY: forwarded with the caller's arguments.
+    mtx_acquire(m, site, || unsafe { real::mtx_timedlock(m, t) })
 }
 
 trampoline!("C" fn mtx_trylock(_m: *mut MtxT) -> c_int; x86 "rsi", arm "x1" => imp_mtx_trylock);

@@ -54,27 +54,45 @@ macro_rules! rw_try {
 rw_try!(pthread_rwlock_tryrdlock, imp_rwlock_tryrdlock, Mode::Read, rwlock_tryrdlock);
 rw_try!(pthread_rwlock_trywrlock, imp_rwlock_trywrlock, Mode::Write, rwlock_trywrlock);
 
+/// A metered rwlock acquisition in `mode` with deadline `t` on clock `c` (`deadline`): on the
+/// swapped lock when `l` is one (an unknown clock refused first when `check_clock`, as glibc
+/// does for the `clock*` calls), else the real `real_try` then `real_lock`.
+///
+/// # Safety
+/// `l` points at the caller's initialized rwlock, `deadline.1` at its deadline.
+#[inline(always)]
+unsafe fn rw_deadline(
+    l: *mut pthread_rwlock_t,
+    mode: Mode,
+    site: usize,
+    (c, t): (clockid_t, *const timespec),
+    check_clock: bool,
+    real_try: impl FnOnce() -> c_int,
+    real_lock: impl FnOnce() -> c_int,
+) -> c_int {
+    // SAFETY: the caller's rwlock (the caller's contract).
+    if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
+        if check_clock && c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
+            return libc::EINVAL; // glibc checks the clock first
+        }
+        let w = matches!(mode, Mode::Write);
+        // SAFETY: `t` is the caller's deadline.
+        let timed = || unsafe { s.timed_lock(w, c, t) };
+        return meter::lock_with(l as usize, LockKind::RwLock, mode, site, || s.try_lock(w), timed);
+    }
+    meter::lock_with(l as usize, LockKind::RwLock, mode, site, real_try, real_lock)
+}
+
 macro_rules! rw_timed {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _t: *const timespec) -> c_int; x86 "rdx", arm "x2" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, t: *const timespec, site: usize) -> c_int {
-            // SAFETY: the caller's rwlock (the libc contract).
-            if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
-                let w = matches!($mode, Mode::Write);
-                // SAFETY: `t` is the caller's deadline.
-                let timed = || unsafe { s.timed_lock(w, libc::CLOCK_REALTIME, t) };
-                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), timed);
-            }
-            meter::lock_with(
-                l as usize,
-                LockKind::RwLock,
-                $mode,
-                site,
-                // SAFETY: forwarded with the caller's arguments.
-                || unsafe { real::$try(l) },
-                // SAFETY: as above.
-                || unsafe { real::$lock(l, t) },
-            )
+            // SAFETY: forwarded with the caller's arguments (the libc contract).
+            let real_try = || unsafe { real::$try(l) };
+            // SAFETY: as above.
+            let real_lock = || unsafe { real::$lock(l, t) };
+            // SAFETY: as above.
+            unsafe { rw_deadline(l, $mode, site, (libc::CLOCK_REALTIME, t), false, real_try, real_lock) }
         }
     };
 }
@@ -97,26 +115,12 @@ macro_rules! rw_clock {
     ($name:ident, $imp:ident, $mode:expr, $try:ident, $lock:ident) => {
         trampoline!("C" fn $name(_l: *mut pthread_rwlock_t, _c: clockid_t, _t: *const timespec) -> c_int; x86 "rcx", arm "x3" => $imp);
         unsafe extern "C" fn $imp(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec, site: usize) -> c_int {
-            // SAFETY: the caller's rwlock (the libc contract).
-            if let Some(s) = unsafe { swap_rw::rw_for_lock(l) } {
-                if c != libc::CLOCK_REALTIME && c != libc::CLOCK_MONOTONIC {
-                    return libc::EINVAL; // glibc checks the clock first
-                }
-                let w = matches!($mode, Mode::Write);
-                // SAFETY: `t` is the caller's deadline.
-                let timed = || unsafe { s.timed_lock(w, c, t) };
-                return meter::lock_with(l as usize, LockKind::RwLock, $mode, site, || s.try_lock(w), timed);
-            }
-            meter::lock_with(
-                l as usize,
-                LockKind::RwLock,
-                $mode,
-                site,
-                // SAFETY: forwarded with the caller's arguments.
-                || unsafe { real::$try(l) },
-                // SAFETY: as above.
-                || unsafe { real::$lock(l, c, t) },
-            )
+            // SAFETY: forwarded with the caller's arguments (the libc contract).
+            let real_try = || unsafe { real::$try(l) };
+            // SAFETY: as above.
+            let real_lock = || unsafe { real::$lock(l, c, t) };
+            // SAFETY: as above.
+            unsafe { rw_deadline(l, $mode, site, (c, t), true, real_try, real_lock) }
         }
     };
 }

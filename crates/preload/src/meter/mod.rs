@@ -19,7 +19,7 @@ pub(crate) use paths::{
 };
 pub(crate) use sem::{sem_post_with, sem_trywait_with, sem_wait_with};
 
-use crate::classes::{CLASSES, NAMED, event_key, key, retag, tag};
+use crate::classes::{CLASSES, NAMED, event_key, idents, key, tag};
 use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::registry::{ClassOrigin, Slot};
@@ -103,7 +103,7 @@ fn lookup(
         }
         Some(e) => {
             let moved = e.stats.acquisitions.get();
-            if retag(Some(reg), &cx.shard.table, e, k1, site as u64, want) {
+            if idents(Some(reg)).retag(&cx.shard.table, e, k1, site as u64, want) {
                 Some(e)
             } else {
                 // The dead identity's counts had nowhere to go: counted as dropped.

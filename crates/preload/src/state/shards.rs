@@ -284,8 +284,8 @@ fn take_dead_shard() -> Option<*const Shard> {
 
 /// Maps an [`Exited`] accumulation sized like `sh`'s tables. Null on failure.
 fn new_exited(sh: &Shard) -> *mut Exited {
-    let nstacks = sh.stacks.capacity();
-    let nevents = sh.events.capacity();
+    let nstacks = sh.stacks.table().capacity();
+    let nevents = sh.events.table().capacity();
     let head = (size_of::<Exited>() + 127) & !127;
     let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
@@ -327,7 +327,7 @@ fn take_over(sh: &Shard) -> bool {
     let ex = unsafe { &*ep };
     for e in sh.table.entries() {
         // By identity while it lives, by class once it ended (see `meter`'s lock classes).
-        if !crate::classes::merge_record(registry(), &ex.table, e) {
+        if !crate::classes::idents(registry()).merge_record(&ex.table, e) {
             // Counted like any acquisition that found its table full.
             sh.dropped.add(e.stats.acquisitions.get());
         }

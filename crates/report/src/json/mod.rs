@@ -150,12 +150,8 @@ struct Headline {
 
 #[derive(Serialize)]
 struct TotalsOut {
-    acquisitions: u64,
-    read_acquisitions: u64,
-    write_acquisitions: u64,
-    contended: u64,
-    contention_pct: f64,
-    trylock_failures: u64,
+    #[serde(flatten)]
+    counts: CountsOut,
     wait_ns: u64,
     wait_ns_max: u64,
     hold_ns: u64,
@@ -192,15 +188,22 @@ struct DroppedOut {
     acquisitions_registry_full: u64,
 }
 
-/// The statistics every lock, site and thread entry carries.
+/// The counts that open both the totals and every entry's statistics.
 #[derive(Serialize)]
-struct StatsOut {
+struct CountsOut {
     acquisitions: u64,
     read_acquisitions: u64,
     write_acquisitions: u64,
     contended: u64,
     contention_pct: f64,
     trylock_failures: u64,
+}
+
+/// The statistics every lock, site and thread entry carries.
+#[derive(Serialize)]
+struct StatsOut {
+    #[serde(flatten)]
+    counts: CountsOut,
     wait_ns_total: u64,
     wait_ns_max: u64,
     wait_ns_avg: Option<u64>,

@@ -9,8 +9,8 @@ use crate::options::ReportOptions;
 use crate::symbolize::Frame;
 
 use super::{
-    ClockOut, CpuOut, Doc, DroppedOut, FilterOut, FrameOut, HeaderOut, Headline, HolderOut,
-    InlinedOut, IntervalLockOut, IntervalOut, LockOut, OverheadOut, PairOut, ProcessOut,
+    ClockOut, CountsOut, CpuOut, Doc, DroppedOut, FilterOut, FrameOut, HeaderOut, Headline,
+    HolderOut, InlinedOut, IntervalLockOut, IntervalOut, LockOut, OverheadOut, PairOut, ProcessOut,
     SCHEMA_VERSION, SiteOut, StatsOut, ThreadOut, TotalsOut, WaiterOut,
 };
 
@@ -36,15 +36,21 @@ fn trim(h: &[u64]) -> Vec<u64> {
     h[..n].to_vec()
 }
 
+fn counts_out(g: &Agg) -> CountsOut {
+    CountsOut {
+        acquisitions: g.stats.acquisitions,
+        read_acquisitions: g.read_acquisitions,
+        write_acquisitions: g.write_acquisitions,
+        contended: g.stats.contended,
+        contention_pct: g.contention_pct(),
+        trylock_failures: g.stats.trylock_failures,
+    }
+}
+
 fn stats_out(g: &Agg) -> StatsOut {
     let s = &g.stats;
     StatsOut {
-        acquisitions: s.acquisitions,
-        read_acquisitions: g.read_acquisitions,
-        write_acquisitions: g.write_acquisitions,
-        contended: s.contended,
-        contention_pct: g.contention_pct(),
-        trylock_failures: s.trylock_failures,
+        counts: counts_out(g),
         wait_ns_total: s.wait_ns_total,
         wait_ns_max: s.wait_ns_max,
         wait_ns_avg: g.wait_avg_ns(),
@@ -265,12 +271,7 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
                 .map(|v| v / (f64::from(h.cpu_count) * 1000.0) * 100.0),
         },
         totals: TotalsOut {
-            acquisitions: t.stats.acquisitions,
-            read_acquisitions: t.read_acquisitions,
-            write_acquisitions: t.write_acquisitions,
-            contended: t.stats.contended,
-            contention_pct: t.contention_pct(),
-            trylock_failures: t.stats.trylock_failures,
+            counts: counts_out(t),
             wait_ns: t.stats.wait_ns_total,
             wait_ns_max: t.stats.wait_ns_max,
             hold_ns: t.stats.hold_ns_total,
