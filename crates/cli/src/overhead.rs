@@ -45,8 +45,9 @@ pub(crate) struct OverheadArgs {
     /// Acquisitions per thread in the hot and many workloads.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     contended_pairs: u64,
-    /// The real program to measure (wall time of the whole command), instead of `sysbench mutex
-    /// --threads=4 --mutex-num=4096 --mutex-locks=100000 run`.
+    /// The real program to measure, instead of `sysbench mutex --threads=4 --mutex-num=4096
+    /// --mutex-locks=100000 run`: wall time of the whole command, its output discarded; measured
+    /// even when --contended does not list real.
     #[arg(last = true, value_name = "PROGRAM")]
     program: Vec<OsString>,
 }
