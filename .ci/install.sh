@@ -32,6 +32,8 @@ $only_build || command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 $only_build || command -v memcaslap >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 # sysbench mutex: a many-mutex workload in the limits tests (skipped without it) and `overhead`.
 $only_build || command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
+# mutrace (a column of `overhead` where installed) is not packaged for Debian 12: not installed
+# here; `overhead` says "not run: not installed".
 if [ ${#need_apt[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null 2>&1; then
         echo "install: apt-get install ${need_apt[*]}"

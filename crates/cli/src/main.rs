@@ -64,7 +64,9 @@ enum Command {
     /// The lock laboratory: benchmark lock algorithms (throughput and fairness, acquire-time
     /// latency, interference of spinning waiters, lock stealing).
     Bench(lockmeter_bench::BenchArgs),
-    /// Measure what the collector adds to an uncontended lock+unlock, in each hold-timing mode.
+    /// Measure what the collector adds, in each hold-timing mode: to an uncontended lock+unlock,
+    /// to contended loops and to a real program (sysbench, or `-- PROGRAM ARGS`), beside `perf
+    /// lock record` and mutrace where they run.
     Overhead(overhead::OverheadArgs),
     /// The overhead benchmark's workload.
     #[command(hide = true, name = "__overhead-workload")]

@@ -5,14 +5,18 @@
 //! each hold-timing mode, interleaved round by round so that the machine's drift hits all modes
 //! alike. Reports the median ns per pair of each mode, its spread, and the median added cost.
 //!
-//! Then contended workloads (one hot mutex, many mutexes; 4 threads): wall time bare, under
-//! each mode, and under `perf lock record` where it can run, beside the profile's own estimate of
-//! the slowdown (`overhead.estimated_slowdown`), so that it can be checked against the measured
-//! one.
+//! Then contended workloads (one hot mutex, many mutexes; 4 threads; a real program: sysbench
+//! mutex or the command after `--`): wall time bare, under each mode, and under `perf lock record`
+//! and `mutrace` where they can run, beside the profile's own estimate of the slowdown
+//! (`overhead.estimated_slowdown`), so that it can be checked against the measured one
+//! (`contended.rs`).
+
+mod contended;
 
 use crate::run::{find_preload, metered_command};
 use crate::settings_args::CollectorArgs;
 use anyhow::{Context, Result, bail};
+use contended::{Setup, median};
 use lockmeter_core::settings;
 use std::cell::UnsafeCell;
 use std::ffi::OsString;
@@ -33,12 +37,19 @@ pub(crate) struct OverheadArgs {
     /// Print JSON instead of a table (the uncontended pair only).
     #[arg(long)]
     json: bool,
-    /// Contended workloads to run after the uncontended pair (none: skip them).
-    #[arg(long, value_delimiter = ',', default_value = "hot,many", value_parser = ["hot", "many", "none"])]
+    /// Contended workloads to run after the uncontended pair: hot (4 threads, one mutex), many (4
+    /// threads, 4096 mutexes), real (the command after --, else sysbench mutex when installed);
+    /// none: skip them.
+    #[arg(long, value_delimiter = ',', default_value = "hot,many,real", value_parser = ["hot", "many", "real", "none"])]
     contended: Vec<String>,
-    /// Acquisitions per thread in each contended workload.
+    /// Acquisitions per thread in the hot and many workloads.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     contended_pairs: u64,
+    /// The real program to measure, instead of `sysbench mutex --threads=4 --mutex-num=4096
+    /// --mutex-locks=100000 run`: wall time of the whole command, its output discarded; measured
+    /// even when --contended does not list real.
+    #[arg(last = true, value_name = "PROGRAM")]
+    program: Vec<OsString>,
 }
 
 /// Options of the workload.
@@ -123,20 +134,20 @@ pub(crate) fn workload(a: OverheadWorkloadArgs) {
     println!("{:.3}", v[3]);
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
-}
-
 /// `lockmeter overhead`.
 pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
     if a.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
+    if a.json && !a.program.is_empty() {
+        bail!("--json covers the uncontended pair only: drop --json to measure the program");
+    }
+    // Before anything runs, so that a missing program fails at once.
+    let workloads = if a.json {
+        Vec::new()
+    } else {
+        contended::plan(&a.contended, &a.program, contended::on_path("sysbench"))?
+    };
     let lib = find_preload()?;
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("lockmeter-overhead-{}", std::process::id()));
@@ -149,16 +160,16 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
     ];
     let sample = format!("sample:{}", a.sample.max(2));
     let mode = |v: &str| Some(CollectorArgs::with(&[(&settings::HOLD, v)]));
-    let modes: [(&str, Option<CollectorArgs>); 4] = [
-        ("raw (no preload)", None),
-        ("hold timing off", mode("off")),
-        ("hold timing sample:N", mode(&sample)),
-        ("hold timing on", mode("on")),
+    let modes: Vec<(String, Option<CollectorArgs>)> = vec![
+        ("raw (no preload)".to_string(), None),
+        ("hold timing off".to_string(), mode("off")),
+        (format!("hold timing {sample}"), mode(&sample)),
+        ("hold timing on".to_string(), mode("on")),
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut added: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for round in 0..a.rounds {
-        eprint!("\rlockmeter overhead: round {}/{}", round + 1, a.rounds);
+        eprintln!("lockmeter overhead: uncontended, round {}/{}", round + 1, a.rounds);
         let mut raw = f64::NAN;
         for (i, (_, hold)) in modes.iter().enumerate() {
             let mut cmd = match hold {
@@ -189,13 +200,12 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
             added[i].push(ns - raw);
         }
     }
-    eprintln!();
     let _ = std::fs::remove_dir_all(&dir);
     let rows: Vec<(String, f64, f64, f64, f64)> = modes
         .iter()
         .enumerate()
         .map(|(i, (name, _))| {
-            let name = name.replace('N', &a.sample.max(2).to_string());
+            let name = name.clone();
             let lo = results[i].iter().copied().fold(f64::INFINITY, f64::min);
             let hi = results[i].iter().copied().fold(f64::NEG_INFINITY, f64::max);
             (name, median(&mut results[i].clone()), lo, hi, median(&mut added[i].clone()))
@@ -236,109 +246,40 @@ pub(crate) fn overhead(a: OverheadArgs) -> Result<()> {
             "warning: rounds disagree by more than 25%: the machine is noisy; rerun with more --rounds"
         );
     }
-    for kind in a.contended.iter().filter(|k| *k != "none") {
-        contended(kind, &a, &lib, &modes)?;
+    let setup = Setup { rounds: a.rounds, pairs: a.contended_pairs, lib: &lib, modes: &modes };
+    for w in &workloads {
+        contended::measure(w, &setup)?;
     }
     Ok(())
 }
 
-/// Whether `perf lock record` can run here (root and perf installed).
-fn perf_lock_available() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    root && Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
 
-/// One contended workload: wall time bare, under each mode (with the profile's own estimate of
-/// the profiler's share of the run) and under `perf lock record`, interleaved, medians.
-fn contended(
-    kind: &str,
-    a: &OverheadArgs,
-    lib: &std::path::Path,
-    modes: &[(&str, Option<CollectorArgs>)],
-) -> Result<()> {
-    let exe = std::env::current_exe()?;
-    let dir =
-        std::env::temp_dir().join(format!("lockmeter-overhead-{}-{kind}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let command: Vec<OsString> = vec![
-        exe.into_os_string(),
-        "__overhead-workload".into(),
-        "--kind".into(),
-        kind.into(),
-        "--pairs".into(),
-        a.contended_pairs.to_string().into(),
-    ];
-    let with_perf = perf_lock_available();
-    let n = modes.len() + usize::from(with_perf);
-    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); n];
-    let mut estimate: Vec<Vec<f64>> = vec![Vec::new(); n];
-    for round in 0..a.rounds {
-        eprint!("\rlockmeter overhead: {kind}, round {}/{}", round + 1, a.rounds);
-        for i in 0..n {
-            let out_path = dir.join(format!("{kind}-{round}-{i}.lmp"));
-            let mut cmd = match modes.get(i) {
-                Some((_, None)) => {
-                    let mut c = Command::new(&command[0]);
-                    c.args(&command[1..]);
-                    c
-                }
-                Some((_, Some(h))) => metered_command(&command, lib, &out_path, h)?,
-                None => {
-                    let mut c = Command::new("perf");
-                    c.args(["lock", "record", "-q", "-o"]).arg(dir.join("perf.data")).arg("--");
-                    c.args(&command);
-                    c
-                }
-            };
-            let out = cmd.output().context("cannot run the overhead workload")?;
-            if !out.status.success() {
-                bail!(
-                    "the {kind} workload failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
-            let ns: f64 = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .last()
-                .unwrap_or("")
-                .trim()
-                .parse()
-                .context("bad workload output")?;
-            wall[i].push(ns);
-            if let Ok(p) = lockmeter_format::read_profile_file(&out_path)
-                && let Some(x) = p.overhead.estimated_slowdown()
-            {
-                estimate[i].push(x);
-            }
-        }
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: OverheadArgs,
     }
-    eprintln!();
-    let _ = std::fs::remove_dir_all(&dir);
-    let bare = median(&mut wall[0].clone());
-    let what = if kind == "hot" { "one mutex" } else { "4096 mutexes picked at random" };
-    println!();
-    println!(
-        "contended: 4 threads x {} lock+unlock pairs on {what}, wall time, {} interleaved rounds",
-        a.contended_pairs, a.rounds
-    );
-    println!("{:<24} {:>12} {:>10} {:>22}", "MODE", "WALL MS", "SLOWDOWN", "ESTIMATED SLOWDOWN");
-    for i in 0..n {
-        let name = match modes.get(i) {
-            Some((name, _)) => name.replace('N', &a.sample.max(2).to_string()),
-            None => "perf lock record".to_string(),
-        };
-        let w = median(&mut wall[i].clone());
-        let est = if estimate[i].is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.2}x", median(&mut estimate[i].clone()))
-        };
-        let slow = if i == 0 { "-".to_string() } else { format!("{:.2}x", w / bare) };
-        println!("{name:<24} {:>12.1} {slow:>10} {est:>22}", w / 1e6);
+
+    fn parse(args: &[&str]) -> Result<OverheadArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("overhead").chain(args.iter().copied())).map(|c| c.a)
     }
-    if !with_perf {
-        println!("(perf lock record: not run; it needs root and perf)");
+
+    #[test]
+    fn arguments() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.contended, ["hot", "many", "real"]);
+        assert!(a.program.is_empty());
+        let a =
+            parse(&["--rounds", "1", "--contended", "real", "--", "prog", "-x", "--y"]).unwrap();
+        assert_eq!((a.rounds, &a.contended[..]), (1, &["real".to_string()][..]));
+        assert_eq!(a.program, ["prog", "-x", "--y"]);
+        assert_eq!(parse(&["--contended", "hot,many"]).unwrap().contended, ["hot", "many"]);
+        assert!(parse(&["--contended", "cold"]).is_err());
+        // The program comes after --, never as a stray positional argument.
+        assert!(parse(&["prog"]).is_err());
     }
-    Ok(())
 }
