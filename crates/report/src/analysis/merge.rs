@@ -253,10 +253,10 @@ mod tests {
     use crate::symbolize::NoSymbols;
     use lockmeter_format::model::{LockInfo, LockKind, Mode, Profile, Record, Stats, ThreadInfo};
 
-    /// A process image with one lock `name` (id 1) taken `acq` times by thread 1.
-    fn image(pid: u32, seq: u32, exe: &str, name: &str, acq: u64) -> Analysis {
+    /// The profile of a process image with one lock `name` (id 1) taken `acq` times by thread 1.
+    fn one_lock(pid: u32, seq: u32, exe: &str, name: &str, acq: u64) -> Profile {
         let stats = Stats { acquisitions: acq, ..Stats::default() };
-        let p = Profile {
+        Profile {
             header: Header { pid, ppid: 1, image_seq: seq, exe: exe.into(), ..Header::default() },
             threads: vec![ThreadInfo { index: 1, tid: pid, name: "t".into() }],
             locks: vec![LockInfo {
@@ -272,7 +272,12 @@ mod tests {
                 Vec::new()
             },
             ..Profile::default()
-        };
+        }
+    }
+
+    /// The analysis of [`one_lock`]'s profile.
+    fn image(pid: u32, seq: u32, exe: &str, name: &str, acq: u64) -> Analysis {
+        let p = one_lock(pid, seq, exe, name, acq);
         Analysis::build(&p, &mut NoSymbols, &super::super::Filter::default())
     }
 
@@ -280,26 +285,8 @@ mod tests {
     /// `per[i]` times in interval i.
     fn timed(pid: u32, start_unix_ns: u64, per: &[u64]) -> Analysis {
         use lockmeter_format::{Interval, IntervalLock};
-        let acq: u64 = per.iter().sum();
-        let mut p = Profile {
-            header: Header { pid, ppid: 1, exe: "/x/w".into(), start_unix_ns, ..Header::default() },
-            threads: vec![ThreadInfo { index: 1, tid: pid, name: "t".into() }],
-            locks: vec![LockInfo {
-                id: 1,
-                address: 0x1000,
-                generation: 0,
-                kind: LockKind::Mutex,
-                name: Some("l".into()),
-            }],
-            records: vec![Record {
-                thread: 1,
-                lock: 1,
-                site: 0x10,
-                mode: Mode::Exclusive,
-                stats: Stats { acquisitions: acq, ..Stats::default() },
-            }],
-            ..Profile::default()
-        };
+        let mut p = one_lock(pid, 0, "/x/w", "l", per.iter().sum());
+        p.header.start_unix_ns = start_unix_ns;
         p.timeline = per
             .iter()
             .enumerate()
