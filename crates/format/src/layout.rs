@@ -169,7 +169,7 @@ pub fn hold_timing_from_code(code: u8, value: u32) -> Option<HoldTiming> {
 
 /// [`EndReason`] as (code, signal): `Exit` = (0, 0), `UnderscoreExit` = (1, 0),
 /// `Signal(s)` = (2, s), `Exec` = (3, 0), `Snapshot` = (4, 0), `Killed(s)` = (5, s),
-/// `ExitGroup(code)` = (6, code), `Vanished` = (7, 0).
+/// `ExitGroup(code)` = (6, code), `Vanished` = (7, 0), `OomKilled` = (8, 9).
 pub fn end_reason_code(e: EndReason) -> (u8, i32) {
     match e {
         EndReason::Exit => (0, 0),
@@ -180,6 +180,7 @@ pub fn end_reason_code(e: EndReason) -> (u8, i32) {
         EndReason::Killed(s) => (5, s),
         EndReason::ExitGroup(code) => (6, code),
         EndReason::Vanished => (7, 0),
+        EndReason::OomKilled => (8, 9),
     }
 }
 
@@ -194,6 +195,7 @@ pub fn end_reason_from_code(code: u8, signal: i32) -> Option<EndReason> {
         5 => EndReason::Killed(signal),
         6 => EndReason::ExitGroup(signal),
         7 => EndReason::Vanished,
+        8 => EndReason::OomKilled,
         _ => return None,
     })
 }
@@ -251,11 +253,12 @@ mod tests {
             EndReason::Killed(9),
             EndReason::ExitGroup(5),
             EndReason::Vanished,
+            EndReason::OomKilled,
         ] {
             let (c, v) = end_reason_code(e);
             assert_eq!(end_reason_from_code(c, v), Some(e));
         }
         assert_eq!(hold_timing_from_code(3, 0), None);
-        assert_eq!(end_reason_from_code(8, 0), None);
+        assert_eq!(end_reason_from_code(9, 0), None);
     }
 }
