@@ -25,6 +25,11 @@ fn init_inner() {
         return;
     }
     crate::real::resolve_all();
+    // The collector's memory is shared with the watcher (started with the guardian), before any
+    // table is mapped.
+    if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
+        crate::shared::init();
+    }
     // SAFETY: glibc's own variables of these names, or null.
     unsafe {
         sys::init_cpu_id(
@@ -112,7 +117,7 @@ fn init_inner() {
     // SAFETY: registering plain extern "C" callbacks; they never unwind.
     unsafe {
         libc::atexit(on_exit);
-        libc::pthread_atfork(None, None, Some(on_fork_child));
+        libc::pthread_atfork(Some(on_fork_prepare), Some(on_fork_parent), Some(on_fork_child));
     }
     crate::swap::init(getenv(settings::LOCK.env_c), getenv(settings::LOCK_FILTER.env_c));
     crate::swap_rw::init_rw(getenv(settings::RWLOCK.env_c));
@@ -251,7 +256,26 @@ extern "C" fn on_exit() {
     dump::write_profile(End::Exit);
 }
 
+/// Through a fork, the forking thread's hooks pass through: in the child, fork handlers that run
+/// before ours must not write into the tables it still shares with its parent.
+extern "C" fn on_fork_prepare() {
+    state::set_busy(true);
+}
+
+extern "C" fn on_fork_parent() {
+    state::set_busy(false);
+}
+
 extern "C" fn on_fork_child() {
+    // First of all, the child's own copy of the collector's shared memory.
+    match crate::shared::after_fork() {
+        crate::shared::Fork::Own => {}
+        crate::shared::Fork::DataOnly => {
+            STATE.store(state::DISABLED, Release);
+            return;
+        }
+        crate::shared::Fork::Nothing => return,
+    }
     // Only the forking thread exists now; the parent's shards stay behind, unused.
     state::NEXT_THREAD.store(0, Relaxed);
     for s in state::SHARDS.iter() {

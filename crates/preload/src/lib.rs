@@ -43,6 +43,7 @@ mod meter;
 mod names;
 mod real;
 mod resident;
+mod shared;
 mod state;
 mod swap;
 mod swap_cond;

@@ -124,7 +124,7 @@ pub(crate) unsafe fn begin(n: usize) -> bool {
     drop_mapping(b);
     let cap = (n.max(8) * 2).next_power_of_two();
     let bytes = cap * (size_of::<[u64; 3]>() + size_of::<Stats>());
-    let mem = state::map_zeroed(bytes);
+    let mem = state::map_kept(bytes);
     b.cpus = [[0; 3]; state::MAX_CPUS];
     if mem.is_null() {
         b.set = false;
@@ -142,7 +142,7 @@ pub(crate) unsafe fn begin(n: usize) -> bool {
 fn drop_mapping(b: &mut Base) {
     if !b.keys.is_null() {
         // SAFETY: the mapping made by `begin`; no reference into it outlives this call.
-        unsafe { libc::munmap(b.keys.cast(), b.bytes) };
+        unsafe { state::unmap_kept(b.keys.cast(), b.bytes) };
     }
     b.keys = core::ptr::null_mut();
     b.vals = core::ptr::null_mut();
