@@ -129,7 +129,7 @@ fn init_inner() {
         if let Some(v) = getenv(settings::GUARD_FD.env_c) {
             crate::guard::set_done_fd(v);
         }
-        crate::guard::start();
+        crate::guard::start(crate::watch::start);
     }
 
     // Run-time control: the socket of `lockmeter ctl`, `--delay`, `--duration`, `--interval`.
@@ -290,7 +290,7 @@ extern "C" fn on_fork_child() {
     crate::control::after_fork();
     crate::swap::reset_for_child();
     crate::swap_rw::reset_for_child();
-    crate::guard::after_fork();
+    crate::guard::after_fork(crate::watch::start);
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

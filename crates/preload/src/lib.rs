@@ -51,3 +51,4 @@ mod swap_rw;
 mod sys;
 mod timeline;
 mod unwind;
+mod watch;

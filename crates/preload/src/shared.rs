@@ -130,6 +130,16 @@ pub(crate) fn release(p: *mut u8, n: usize) -> bool {
     true
 }
 
+/// Whether the preload's data and the arena are shared (a watcher can be started).
+pub(crate) fn active() -> bool {
+    DATA_LEN.load(Relaxed) != 0 && BASE.load(Relaxed) != 0
+}
+
+/// Whether every long-lived table is in shared memory, so a watcher sees the whole profile.
+pub(crate) fn complete() -> bool {
+    DATA_LEN.load(Relaxed) != 0 && BASE.load(Relaxed) != 0 && !OUTSIDE.load(Relaxed)
+}
+
 /// What [`after_fork`] achieved.
 #[derive(PartialEq)]
 pub(crate) enum Fork {
