@@ -164,7 +164,7 @@ pub fn hold_timing_from_code(code: u8, value: u32) -> Option<HoldTiming> {
 
 /// [`EndReason`] as (code, flags, value): `Exit` = (0, _, code), `UnderscoreExit` = (1, _, code),
 /// `Signal(s)` = (2, 0, s), `Exec` = (3, 0, 0), `Snapshot` = (4, 0, 0), `Killed(s)` = (5, 0, s),
-/// `ExitGroup(code)` = (6, 0, code), `Vanished` = (7, 0, 0). `flags` is [`END_EXIT_CODE_KNOWN`]
+/// `ExitGroup(code)` = (6, 0, code), `Vanished` = (7, 0, 0), `OomKilled` = (8, 0, 9). `flags` is [`END_EXIT_CODE_KNOWN`]
 /// when an `Exit` or `UnderscoreExit` carries its exit code (the header's byte 59, which readers
 /// before it ignore), else 0.
 pub fn end_reason_code(e: EndReason) -> (u8, u8, i32) {
@@ -181,6 +181,7 @@ pub fn end_reason_code(e: EndReason) -> (u8, u8, i32) {
         EndReason::Killed(s) => (5, 0, s),
         EndReason::ExitGroup(code) => (6, 0, code),
         EndReason::Vanished => (7, 0, 0),
+        EndReason::OomKilled => (8, 0, 9),
     }
 }
 
@@ -201,6 +202,7 @@ pub fn end_reason_from_code(code: u8, flags: u8, value: i32) -> Option<EndReason
         5 => EndReason::Killed(value),
         6 => EndReason::ExitGroup(value),
         7 => EndReason::Vanished,
+        8 => EndReason::OomKilled,
         _ => return None,
     })
 }
@@ -261,12 +263,13 @@ mod tests {
             EndReason::Killed(9),
             EndReason::ExitGroup(5),
             EndReason::Vanished,
+            EndReason::OomKilled,
         ] {
             let (c, f, v) = end_reason_code(e);
             assert_eq!(end_reason_from_code(c, f, v), Some(e));
         }
         assert_eq!(hold_timing_from_code(3, 0), None);
-        assert_eq!(end_reason_from_code(8, 0, 0), None);
+        assert_eq!(end_reason_from_code(9, 0, 0), None);
         // A file written before the exit code was recorded: byte 59 is 0, the code unknown.
         assert_eq!(end_reason_from_code(0, 0, 0), Some(EndReason::Exit(None)));
     }

@@ -149,6 +149,9 @@ pub enum EndReason {
     /// Left with the raw `exit_group` system call and this exit code, so no exit handler ran (Go
     /// programs do); the profile was written by lockmeter's guardian.
     ExitGroup(i32),
+    /// Killed by the OOM killer (SIGKILL), as the kernel's log said; the profile was written by
+    /// lockmeter's watcher, a process the OOM killer spares (the guardian dies with the program).
+    OomKilled,
     /// Ended where no handler of ours ran, and how could not be learnt (the process was reaped
     /// before the guardian looked); the profile was written by lockmeter's guardian.
     Vanished,
@@ -163,7 +166,13 @@ impl Default for EndReason {
 impl EndReason {
     /// Whether lockmeter's guardian wrote the profile after the program was gone.
     pub fn by_guardian(self) -> bool {
-        matches!(self, EndReason::Killed(_) | EndReason::ExitGroup(_) | EndReason::Vanished)
+        matches!(
+            self,
+            EndReason::Killed(_)
+                | EndReason::ExitGroup(_)
+                | EndReason::Vanished
+                | EndReason::OomKilled
+        )
     }
 }
 

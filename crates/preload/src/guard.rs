@@ -19,7 +19,8 @@
 //! All signals are blocked in the guardian and it leaves the program's process group
 //! (`kill -9 -PGID` spares it). It does not lower its OOM score: the kernel copies
 //! `oom_score_adj` to every process sharing the memory, so the program itself would become
-//! unkillable by the OOM killer.
+//! unkillable by the OOM killer. The OOM killer kills it with the program; `start` also starts the
+//! watcher (`watch.rs`), which has memory of its own and writes the profile then.
 
 use crate::dump::{self, End};
 use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
@@ -41,7 +42,7 @@ struct Args {
 
 /// A raw system call: returns the result or `-errno`; never touches errno.
 #[cfg(target_arch = "x86_64")]
-fn raw(n: libc::c_long, a: [usize; 4]) -> isize {
+pub(crate) fn raw(n: libc::c_long, a: [usize; 4]) -> isize {
     let r: isize;
     // SAFETY: the Linux x86_64 system call convention; the kernel clobbers rcx and r11 only.
     // Callers pass arguments valid for the call `n`.
@@ -77,21 +78,26 @@ pub(crate) fn set_done_fd(v: &[u8]) {
     }
 }
 
-/// In a fork child: the parent's exec pipe is not ours; start our own guardian.
-pub(crate) fn after_fork() {
+/// What starts with the guardian, with every signal blocked and raw system calls only: the
+/// watcher (`watch::start`), given the program's pid, the guardian's, the exec pipe's read end
+/// and run's pipe (or -1).
+pub(crate) type Beside = fn(i32, i32, i32, i32);
+
+/// In a fork child: the parent's exec pipe is not ours; start our own guardian (and `beside`).
+pub(crate) fn after_fork(beside: Beside) {
     let fd = EXEC_FD.swap(-1, Relaxed);
     if fd >= 0 {
         let saved = crate::sys::errno();
         raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
-        start();
+        start(beside);
         crate::sys::set_errno(saved);
     }
 }
 
-/// Starts this image's guardian (the constructor, or a fork child's only thread). On failure
-/// the program runs on without one.
+/// Starts this image's guardian, then `beside` (the constructor, or a fork child's only thread).
+/// On failure the program runs on without them.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn start() {
+pub(crate) fn start(beside: Beside) {
     let mut fds = [-1i32; 2];
     let r = raw(libc::SYS_pipe2, [fds.as_mut_ptr() as usize, libc::O_CLOEXEC as usize, 0, 0]);
     if r < 0 {
@@ -137,7 +143,10 @@ pub(crate) fn start() {
     );
     // SAFETY: `top` is the aligned top of a fresh stack; `guardian` never returns into this
     // frame (the trampoline calls exit), and takes `args`, which lives on that stack.
-    let pid = unsafe { clone_vm(top - 64, guardian, args) };
+    let pid = unsafe { clone_on(libc::CLONE_VM as usize, top - 64, guardian, args.cast()) };
+    if pid > 0 {
+        beside(dump::PID.load(Relaxed) as i32, pid as i32, fds[0], DONE_FD.load(Relaxed));
+    }
     raw(libc::SYS_rt_sigprocmask, [libc::SIG_SETMASK as usize, &old as *const u64 as usize, 0, 8]);
     close(fds[0]);
     if pid < 0 {
@@ -150,15 +159,20 @@ pub(crate) fn start() {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) fn start() {}
+pub(crate) fn start(_: Beside) {}
 
-/// `clone(CLONE_VM, stack)` whose child calls `f(arg)` on `stack`, then `exit`s with its result.
-/// Returns the child's pid or `-errno`.
+/// `clone(flags, stack)` (exit signal 0) whose child calls `f(arg)` on `stack`, then `exit`s with
+/// its result. Returns the child's pid or `-errno`.
 ///
 /// # Safety
 /// `stack` is the 16-byte aligned top of a mapping that nothing else uses; `f` must not unwind.
 #[cfg(target_arch = "x86_64")]
-unsafe fn clone_vm(stack: usize, f: extern "C" fn(*mut Args) -> i32, arg: *mut Args) -> isize {
+pub(crate) unsafe fn clone_on<T>(
+    flags: usize,
+    stack: usize,
+    f: extern "C" fn(*mut T) -> i32,
+    arg: *mut T,
+) -> isize {
     let r: isize;
     // SAFETY: the caller's contract. The child starts on `stack` with the registers of the
     // parent: r12/r13 carry `f` and `arg` across the system call; it never returns here.
@@ -177,7 +191,7 @@ unsafe fn clone_vm(stack: usize, f: extern "C" fn(*mut Args) -> i32, arg: *mut A
             "2:",
             exit = const libc::SYS_exit,
             inlateout("rax") libc::SYS_clone as isize => r,
-            in("rdi") libc::CLONE_VM as usize,
+            in("rdi") flags,
             in("rsi") stack,
             in("rdx") 0usize,
             in("r10") 0usize,
@@ -196,13 +210,33 @@ unsafe fn clone_vm(stack: usize, f: extern "C" fn(*mut Args) -> i32, arg: *mut A
 extern "C" fn guardian(args: *mut Args) -> i32 {
     // SAFETY: written by `start` before the clone, on this stack; never written again.
     let Args { pid, exec_fd, done_fd } = unsafe { args.read() };
+    leave_program(exec_fd, done_fd);
+    let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
+    if pidfd < 0 {
+        return 0; // no pidfd (Linux < 5.3): no guardian
+    }
+    if !wait_gone(pid, pidfd as i32, exec_fd) {
+        return 0; // an exec: its profile was written before it
+    }
+    // The program is gone: no thread of it runs, libc is ours.
+    if dump::image_left() {
+        return 0;
+    }
+    let (end, ppid) = how_it_ended(pid);
+    dump::write_by_guardian(ppid, end);
+    0
+}
+
+/// What the guardian and the watcher do first: their own process group (`kill -9 -PGID` spares
+/// them), the guardian's name (`run` and the kernel collector know them by it), and only the
+/// descriptors they need: the exec pipe, run's pipe, stderr (holding the program's others could
+/// keep a pipe open that someone waits to see closed).
+pub(crate) fn leave_program(exec_fd: i32, done_fd: i32) {
     raw(libc::SYS_setpgid, [0, 0, 0, 0]);
     raw(
         libc::SYS_prctl,
         [libc::PR_SET_NAME as usize, lockmeter_core::GUARDIAN_NAME.as_ptr() as usize, 0, 0],
     );
-    // Keep only what we need: the exec pipe, run's pipe, stderr. Holding the program's other
-    // descriptors could keep a pipe open that someone waits to see closed.
     let mut keep = [exec_fd, done_fd, 2];
     keep.sort_unstable();
     let mut from = 0u32;
@@ -215,10 +249,12 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
         }
     }
     close_range(from, u32::MAX);
-    let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
-    if pidfd < 0 {
-        return 0; // no pidfd (Linux < 5.3): no guardian
-    }
+}
+
+/// Waits (raw system calls only) until program `pid` (`pidfd`), our parent, is gone: true; or
+/// until it exec'd (`exec_fd` hung up, the exec's profile written): false.
+pub(crate) fn wait_gone(pid: i32, pidfd: i32, exec_fd: i32) -> bool {
+    let pidfd = pidfd as isize;
     // The program may have died before we asked: then we were given to another parent already.
     let mut watch_exec = true;
     while raw(libc::SYS_getppid, [0; 4]) == pid as isize {
@@ -235,7 +271,7 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
         }
         if p[1].revents != 0 {
             if dump::image_left() {
-                return 0; // an exec: its profile was written before it
+                return false; // an exec: its profile was written before it
             }
             watch_exec = false; // the program closed our descriptor: death will tell
         }
@@ -248,13 +284,7 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
         libc::SYS_ppoll,
         [&mut p as *mut libc::pollfd as usize, 1, &second as *const _ as usize, 0],
     );
-    // The program is gone: no thread of it runs, libc is ours.
-    if dump::image_left() {
-        return 0;
-    }
-    let (end, ppid) = how_it_ended(pid);
-    dump::write_by_guardian(ppid, end);
-    0
+    true
 }
 
 /// `close_range(first, last)`, or a loop of `close` where the kernel lacks it.
@@ -269,7 +299,7 @@ fn close_range(first: u32, last: u32) {
 
 /// How the dead program ended and its parent, from the zombie's `/proc/PID/stat` (fields 4 and
 /// 52); `Vanished` when it was reaped already.
-fn how_it_ended(pid: i32) -> (End, u32) {
+pub(crate) fn how_it_ended(pid: i32) -> (End, u32) {
     let mut path = crate::sys::PathBuf::new();
     path.push(b"/proc/").push_u64(pid as u64).push(b"/stat");
     // SAFETY: NUL-terminated by PathBuf.

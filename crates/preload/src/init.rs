@@ -25,6 +25,11 @@ fn init_inner() {
         return;
     }
     crate::real::resolve_all();
+    // The collector's memory is shared with the watcher (started with the guardian), before any
+    // table is mapped.
+    if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
+        crate::shared::init();
+    }
     // SAFETY: glibc's own variables of these names, or null.
     unsafe {
         sys::init_cpu_id(
@@ -114,7 +119,7 @@ fn init_inner() {
     // the status passed to `exit` (also when `main` returns).
     unsafe {
         on_exit(at_exit, core::ptr::null_mut());
-        libc::pthread_atfork(None, None, Some(on_fork_child));
+        libc::pthread_atfork(Some(on_fork_prepare), Some(on_fork_parent), Some(on_fork_child));
     }
     crate::swap::init(getenv(settings::LOCK.env_c), getenv(settings::LOCK_FILTER.env_c));
     crate::swap_rw::init_rw(getenv(settings::RWLOCK.env_c));
@@ -126,7 +131,7 @@ fn init_inner() {
         if let Some(v) = getenv(settings::GUARD_FD.env_c) {
             crate::guard::set_done_fd(v);
         }
-        crate::guard::start();
+        crate::guard::start(crate::watch::start);
     }
 
     // Run-time control: the socket of `lockmeter ctl`, `--delay`, `--duration`, `--interval`.
@@ -258,7 +263,26 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
     dump::write_profile(End::Exit(status));
 }
 
+/// Through a fork, the forking thread's hooks pass through: in the child, fork handlers that run
+/// before ours must not write into the tables it still shares with its parent.
+extern "C" fn on_fork_prepare() {
+    state::set_busy(true);
+}
+
+extern "C" fn on_fork_parent() {
+    state::set_busy(false);
+}
+
 extern "C" fn on_fork_child() {
+    // First of all, the child's own copy of the collector's shared memory.
+    match crate::shared::after_fork() {
+        crate::shared::Fork::Own => {}
+        crate::shared::Fork::DataOnly => {
+            STATE.store(state::DISABLED, Release);
+            return;
+        }
+        crate::shared::Fork::Nothing => return,
+    }
     // Only the forking thread exists now; the parent's shards stay behind, unused.
     state::NEXT_THREAD.store(0, Relaxed);
     for s in state::SHARDS.iter() {
@@ -274,7 +298,7 @@ extern "C" fn on_fork_child() {
     crate::control::after_fork();
     crate::swap::reset_for_child();
     crate::swap_rw::reset_for_child();
-    crate::guard::after_fork();
+    crate::guard::after_fork(crate::watch::start);
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

@@ -158,7 +158,7 @@ pub(crate) unsafe fn begin(n: usize) -> bool {
     drop_mapping(b);
     let cap = (n.max(8) * 2).next_power_of_two();
     let bytes = cap * size_of::<BaseEntry>();
-    let mem = state::map_zeroed(bytes);
+    let mem = state::map_kept(bytes);
     b.cpus = [[0; 3]; state::MAX_CPUS];
     if mem.is_null() {
         b.set = false;
@@ -180,7 +180,7 @@ fn drop_mapping(b: &mut Base) {
     if !b.mem.is_null() {
         // SAFETY: the mapping made by `begin`; the table over it is gone, and no reference into
         // it outlives this call.
-        unsafe { libc::munmap(b.mem.cast(), b.bytes) };
+        unsafe { state::unmap_kept(b.mem, b.bytes) };
     }
     b.mem = core::ptr::null_mut();
     b.bytes = 0;

@@ -45,7 +45,7 @@ unsafe fn tl() -> Option<&'static mut Timeline<'static>> {
 /// A zeroed array of `n` `T`s in fresh memory (never freed); zeroed memory is a valid `T`.
 fn zeroed_slice<T>(n: usize) -> Option<&'static mut [T]> {
     let bytes = n * size_of::<T>();
-    let mem = state::map_zeroed(bytes);
+    let mem = state::map_kept(bytes);
     if mem.is_null() {
         return None;
     }

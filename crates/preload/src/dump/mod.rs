@@ -55,6 +55,8 @@ pub(crate) enum End {
     ExitGroup(c_int),
     /// Written by the guardian: how the program ended is unknown.
     Vanished,
+    /// Written by the watcher: the kernel's log said the OOM killer killed the program.
+    OomKilled,
 }
 
 /// 0 = not written, 1 = being written, 2 = written, 3 = a snapshot or reset is in progress (the

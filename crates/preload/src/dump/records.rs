@@ -53,6 +53,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         End::Killed(s) => EndReason::Killed(s),
         End::ExitGroup(c) => EndReason::ExitGroup(c),
         End::Vanished => EndReason::Vanished,
+        End::OomKilled => EndReason::OomKilled,
     };
     enc.header(&HeaderRef {
         collector: "preload",

@@ -74,6 +74,24 @@ pub(crate) fn map_zeroed(n: usize) -> *mut u8 {
     if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
 }
 
+/// Maps `n` zeroed bytes of a long-lived table (never freed, or given back with [`unmap_kept`]):
+/// from the memory shared with the watcher when there is some, so that it sees the table too
+/// (see `shared.rs`); else privately. Null on failure.
+pub(crate) fn map_kept(n: usize) -> *mut u8 {
+    crate::shared::map(n).unwrap_or_else(|| map_zeroed(n))
+}
+
+/// Gives back a table of `n` bytes mapped by [`map_kept`].
+///
+/// # Safety
+/// `p` came from `map_kept(n)` and nothing uses it any more.
+pub(crate) unsafe fn unmap_kept(p: *mut u8, n: usize) {
+    if !crate::shared::release(p, n) {
+        // SAFETY: a private mapping of this size (the caller's contract).
+        unsafe { libc::munmap(p.cast(), n) };
+    }
+}
+
 /// The collector's memory (reported as its memory cost, and what `--max-memory` caps): its fixed
 /// structures (the registry, the names arena, one header per thread) at their mapped size, and
 /// each record at the most it can have resident, [`lockmeter_core::table::RECORD_BYTES`] (record
@@ -87,7 +105,7 @@ pub(crate) static MAX_MEMORY: AtomicU64 = AtomicU64::new(settings::MAX_MEMORY.de
 /// Maps `n` zeroed bytes of a fixed structure, counted in `MAPPED_BYTES`, never refused by the
 /// cap. Null when the kernel refuses.
 pub(crate) fn map_counted(n: usize) -> *mut u8 {
-    let p = map_zeroed(n);
+    let p = map_kept(n);
     if !p.is_null() {
         MAPPED_BYTES.fetch_add(n as u64, Relaxed);
         crate::resident::note(p, n);
@@ -107,7 +125,7 @@ unsafe impl Memory for Mapped {
     /// Leaves `errno` as it found it: hooks call it when a table grows.
     fn map(&self, bytes: usize) -> *mut u8 {
         let saved = sys::errno();
-        let p = map_zeroed(bytes);
+        let p = map_kept(bytes);
         if !p.is_null() {
             crate::resident::note(p, bytes);
         }
@@ -118,7 +136,7 @@ unsafe impl Memory for Mapped {
         let saved = sys::errno();
         crate::resident::forget(p);
         // SAFETY: a mapping made by `map` with this size (the caller's contract).
-        unsafe { libc::munmap(p.cast(), bytes) };
+        unsafe { unmap_kept(p, bytes) };
         sys::set_errno(saved);
     }
     fn charge(&self, bytes: usize) -> bool {

@@ -22,14 +22,14 @@ mod shards;
 mod tls;
 
 pub(crate) use config::{
-    CFG, MAPPED_BYTES, MAX_MEMORY, SCRATCH, init_registry, map_counted, map_zeroed, registry,
-    ticks_to_ns,
+    CFG, MAPPED_BYTES, MAX_MEMORY, SCRATCH, init_registry, map_counted, map_kept, map_zeroed,
+    registry, ticks_to_ns, unmap_kept,
 };
 pub(crate) use shards::{
     ACQ_NO_SHARD, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack, THREADS_REFUSED,
     init_recycling, shards,
 };
-pub(crate) use tls::{Cx, enter, leave, reset_thread, unmetered};
+pub(crate) use tls::{Cx, enter, leave, reset_thread, set_busy, unmetered};
 
 use core::sync::atomic::AtomicU8;
 

@@ -139,6 +139,13 @@ pub(crate) fn leave(cx: Cx) {
     unsafe { (*cx.tls).busy.set(false) };
 }
 
+/// Sets the calling thread's `busy` flag (its hooks pass through while it is set).
+pub(crate) fn set_busy(b: bool) {
+    if let Some(t) = tls() {
+        t.busy.set(b);
+    }
+}
+
 /// Forgets the calling thread's shard (in a fork child).
 pub(crate) fn reset_thread() {
     if let Some(t) = tls() {

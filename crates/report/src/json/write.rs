@@ -242,9 +242,11 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
                 EndReason::Killed(_) => "killed",
                 EndReason::ExitGroup(_) => "exit_group",
                 EndReason::Vanished => "vanished",
+                EndReason::OomKilled => "oom_killed",
             },
             end_signal: match h.end_reason {
                 EndReason::Signal(s) | EndReason::Killed(s) => Some(s),
+                EndReason::OomKilled => Some(9),
                 _ => None,
             },
             end_exit_code: match h.end_reason {

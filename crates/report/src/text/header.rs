@@ -64,6 +64,9 @@ fn end_reason(r: EndReason) -> String {
         EndReason::ExitGroup(c) => {
             format!("exit_group({c}), no exit handler ran; profile written by lockmeter's guardian")
         }
+        EndReason::OomKilled => "killed by the OOM killer (signal 9, SIGKILL); profile written by \
+             lockmeter's watcher"
+            .into(),
         EndReason::Vanished => {
             "an end no handler saw (how is unknown); profile written by lockmeter's guardian".into()
         }

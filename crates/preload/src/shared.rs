@@ -1,0 +1,289 @@
+//! The collector's memory, shared with its watcher (`watch.rs`): a process with an address
+//! space of its own (so the OOM killer, which kills every process sharing the program's memory,
+//! spares it) that writes the profile when the program and its guardian were killed together.
+//!
+//! Two ranges are `MAP_SHARED`, at the same addresses in the program and its watcher:
+//! - the *arena*: one large reserved mapping (`MAP_NORESERVE`, touched only as it fills) made in
+//!   the constructor before the watcher starts, from which every long-lived table of the
+//!   collector is carved ([`map`], a lock-free bump pointer), so that tables made later (a new
+//!   thread's) are seen by the watcher too; a table given back ([`release`]) has its pages freed
+//!   (`MADV_REMOVE`), its addresses are not used again;
+//! - the preload library's own writable data (`.data`/`.bss` after RELRO, where every `static` of
+//!   the collector lives): copied at start-up into a shared mapping moved over the original.
+//!
+//! A fork child must not write into its parent's tables: its first fork handler copies both
+//! ranges into fresh shared mappings moved over the inherited ones ([`after_fork`]), before it
+//! starts its own guardian and watcher. A table that did not fit in the arena is mapped privately
+//! and the watcher, which cannot see it, writes no profile ([`complete`]).
+
+use crate::sys;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+
+/// The arena's size, halved on refusal (`RLIMIT_AS`, strict overcommit) down to [`ARENA_MIN`].
+const ARENA_MAX: usize = 64 << 30;
+const ARENA_MIN: usize = 256 << 20;
+
+static PAGE: AtomicUsize = AtomicUsize::new(4096);
+static BASE: AtomicUsize = AtomicUsize::new(0);
+static SIZE: AtomicUsize = AtomicUsize::new(0);
+static USED: AtomicUsize = AtomicUsize::new(0);
+/// The preload's writable data, shared: start and length (0: not shared).
+static DATA_START: AtomicUsize = AtomicUsize::new(0);
+static DATA_LEN: AtomicUsize = AtomicUsize::new(0);
+/// A long-lived table was mapped outside the arena (it was full): the watcher cannot see it.
+static OUTSIDE: AtomicBool = AtomicBool::new(false);
+
+fn page() -> usize {
+    PAGE.load(Relaxed)
+}
+
+fn page_up(n: usize) -> usize {
+    n.div_ceil(page()) * page()
+}
+
+/// A fresh shared anonymous mapping of `len` bytes, or null.
+fn map_anon_shared(len: usize) -> *mut u8 {
+    map_anon(len, libc::MAP_SHARED)
+}
+
+/// A fresh anonymous mapping (`MAP_SHARED` or `MAP_PRIVATE`) of `len` bytes, or null.
+fn map_anon(len: usize, kind: c_int) -> *mut u8 {
+    // SAFETY: an anonymous mapping at an address of the kernel's choice has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            kind | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
+}
+
+/// Makes the preload's data and the arena shared (the constructor, before any table is mapped
+/// and before any other thread of ours runs). False, and everything private as before, on
+/// failure.
+pub(crate) fn init() -> bool {
+    // SAFETY: sysconf has no preconditions.
+    let pg = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if pg > 0 {
+        PAGE.store(pg as usize, Relaxed);
+    }
+    let Some((start, len)) = own_data() else { return false };
+    // SAFETY: the range is our own writable data, and the constructor is the only thread of ours.
+    if unsafe { !reshare(start, len, len, false, libc::MAP_SHARED) } {
+        return false;
+    }
+    DATA_START.store(start, Relaxed);
+    DATA_LEN.store(len, Relaxed);
+    let mut size = ARENA_MAX;
+    while size >= ARENA_MIN {
+        let p = map_anon_shared(size);
+        if !p.is_null() {
+            BASE.store(p as usize, Relaxed);
+            SIZE.store(size, Relaxed);
+            return true;
+        }
+        size /= 2;
+    }
+    false
+}
+
+/// `n` zeroed bytes from the arena (page-aligned, never handed out again), or `None` when there
+/// is no arena or it is full (then a watcher writes no profile). Leaves errno alone.
+pub(crate) fn map(n: usize) -> Option<*mut u8> {
+    let base = BASE.load(Relaxed);
+    if base == 0 {
+        return None;
+    }
+    let len = page_up(n);
+    let size = SIZE.load(Relaxed);
+    let mut used = USED.load(Relaxed);
+    loop {
+        if used.saturating_add(len) > size {
+            OUTSIDE.store(true, Relaxed);
+            return None;
+        }
+        match USED.compare_exchange_weak(used, used + len, Relaxed, Relaxed) {
+            Ok(_) => return Some((base + used) as *mut u8),
+            Err(u) => used = u,
+        }
+    }
+}
+
+/// Gives back `n` bytes at `p` if they are the arena's (their pages are freed; the addresses
+/// stay reserved). False when `p` is not in the arena (the caller unmaps it). Leaves errno alone.
+pub(crate) fn release(p: *mut u8, n: usize) -> bool {
+    let (base, size) = (BASE.load(Relaxed), SIZE.load(Relaxed));
+    let a = p as usize;
+    if base == 0 || a < base || a >= base + size {
+        return false;
+    }
+    let saved = sys::errno();
+    // SAFETY: `[p, p+n)` was handed out by `map` and is no longer used by the caller; punching a
+    // hole only frees its pages (they read as zero afterwards).
+    unsafe { libc::madvise(p.cast(), page_up(n), libc::MADV_REMOVE) };
+    sys::set_errno(saved);
+    true
+}
+
+/// Whether the preload's data and the arena are shared (a watcher can be started).
+pub(crate) fn active() -> bool {
+    DATA_LEN.load(Relaxed) != 0 && BASE.load(Relaxed) != 0
+}
+
+/// Whether every long-lived table is in shared memory, so a watcher sees the whole profile.
+pub(crate) fn complete() -> bool {
+    DATA_LEN.load(Relaxed) != 0 && BASE.load(Relaxed) != 0 && !OUTSIDE.load(Relaxed)
+}
+
+/// What [`after_fork`] achieved.
+#[derive(PartialEq)]
+pub(crate) enum Fork {
+    /// The child's data and tables are its own.
+    Own,
+    /// Its data is its own, its tables may still be its parent's: the collector must stay off.
+    DataOnly,
+    /// Nothing could be copied: nothing of ours may be written in the child.
+    Nothing,
+}
+
+/// In a fork child, before anything of ours writes: the inherited shared ranges become fresh
+/// copies of their own (the data privately where no shared mapping could be made; the child then
+/// has no watcher).
+pub(crate) fn after_fork() -> Fork {
+    let (start, len) = (DATA_START.load(Relaxed), DATA_LEN.load(Relaxed));
+    let (base, size, used) = (BASE.load(Relaxed), SIZE.load(Relaxed), USED.load(Relaxed));
+    if len == 0 {
+        return Fork::Own; // nothing shared: the fork gave the child private copies
+    }
+    // SAFETY: the ranges are ours (data, arena); only the forking thread exists in the child.
+    // The parent's threads may still write them: each word is copied with one atomic load, as
+    // any concurrent reader of the tables reads them.
+    unsafe {
+        if !reshare(start, len, len, false, libc::MAP_SHARED) {
+            if !reshare(start, len, len, false, libc::MAP_PRIVATE) {
+                sys::write_stderr(b"lockmeter: cannot copy the collector's data in a fork child; its counts may mix with its parent's\n");
+                return Fork::Nothing;
+            }
+            DATA_LEN.store(0, Relaxed);
+        }
+        if base == 0 || reshare(base, size, used, true, libc::MAP_SHARED) {
+            Fork::Own
+        } else {
+            sys::write_stderr(b"lockmeter: cannot copy the collector's tables in a fork child; it is not metered\n");
+            Fork::DataOnly
+        }
+    }
+}
+
+/// Copies `[addr, addr+used)` of the mapping `[addr, addr+len)` into a fresh mapping (`kind`)
+/// and moves it over the original. With `sparse`, pages that are not resident are left out
+/// (never touched: zero; reading them would allocate them).
+///
+/// # Safety
+/// `[addr, addr+len)` is a page-aligned mapping of ours that nothing else of ours uses during the
+/// call.
+unsafe fn reshare(addr: usize, len: usize, used: usize, sparse: bool, kind: c_int) -> bool {
+    let new = map_anon(len, kind);
+    if new.is_null() {
+        return false;
+    }
+    let pg = page();
+    let mut vec = [0u8; 256];
+    let mut off = 0;
+    while off < used {
+        let pages = (used - off).div_ceil(pg).min(vec.len());
+        let chunk = (pages * pg).min(used - off);
+        let resident = !sparse || {
+            // SAFETY: a page-aligned range of the mapping; `vec` has room for `pages` entries.
+            unsafe { libc::mincore((addr + off) as *mut c_void, chunk, vec.as_mut_ptr()) == 0 }
+        };
+        for (i, v) in vec.iter().enumerate().take(pages) {
+            let at = off + i * pg;
+            if sparse && (!resident || v & 1 == 0) {
+                continue;
+            }
+            // SAFETY: both pages lie inside their mappings (`at < used <= len`, page-aligned),
+            // readable and writable; atomics of the size of a word at aligned addresses.
+            unsafe { copy_page(addr + at, new as usize + at, pg) };
+        }
+        off += pages * pg;
+    }
+    // SAFETY: moves our fresh mapping over our own range (MREMAP_FIXED unmaps what was there).
+    let r = unsafe {
+        libc::mremap(new.cast(), len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, addr)
+    };
+    if r == libc::MAP_FAILED {
+        // SAFETY: the fresh mapping, unused.
+        unsafe { libc::munmap(new.cast(), len) };
+        return false;
+    }
+    true
+}
+
+/// Copies one page word by word, leaving all-zero words unwritten (a page of zeros stays
+/// unallocated in the copy).
+///
+/// # Safety
+/// `from` and `to` are page-aligned, readable (and `to` writable) for `pg` bytes.
+unsafe fn copy_page(from: usize, to: usize, pg: usize) {
+    for w in (0..pg).step_by(8) {
+        // SAFETY: by the caller's contract; an aligned word read as an atomic, so a parent thread
+        // writing it at the same time is no data race.
+        let v = unsafe { (*((from + w) as *const AtomicU64)).load(Relaxed) };
+        if v != 0 {
+            // SAFETY: by the caller's contract; nothing else sees the copy yet.
+            unsafe { ((to + w) as *mut u64).write(v) };
+        }
+    }
+}
+
+/// The page-aligned range of this library's writable data past RELRO: the `PT_LOAD` segment
+/// with `PF_W` that holds our statics.
+fn own_data() -> Option<(usize, usize)> {
+    let mut f = Found { addr: &USED as *const AtomicUsize as usize, start: 0, end: 0 };
+    // SAFETY: the callback only reads the headers it is given and writes `f`, which outlives the
+    // call.
+    unsafe { libc::dl_iterate_phdr(Some(phdr_cb), (&mut f as *mut Found).cast()) };
+    (f.end > f.start).then(|| (f.start, f.end - f.start))
+}
+
+struct Found {
+    addr: usize,
+    start: usize,
+    end: usize,
+}
+
+unsafe extern "C" fn phdr_cb(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+    // SAFETY: dl_iterate_phdr passes a valid info and our `Found`.
+    let (info, f) = unsafe { (&*info, &mut *data.cast::<Found>()) };
+    if info.dlpi_phdr.is_null() {
+        return 0;
+    }
+    // SAFETY: the object's program headers, `dlpi_phnum` of them.
+    let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    let base = info.dlpi_addr as usize;
+    let relro_end = phdrs
+        .iter()
+        .filter(|p| p.p_type == libc::PT_GNU_RELRO)
+        .map(|p| base + (p.p_vaddr + p.p_memsz) as usize)
+        .max()
+        .unwrap_or(0);
+    let pg = page();
+    for p in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_W != 0) {
+        let (s, e) = (base + p.p_vaddr as usize, base + (p.p_vaddr + p.p_memsz) as usize);
+        if s <= f.addr && f.addr < e {
+            // ld.so write-protects only the whole pages of RELRO: a partial last page stays
+            // writable, with our data on it.
+            let s = if relro_end > s && relro_end <= e { relro_end } else { s };
+            f.start = s / pg * pg;
+            f.end = page_up(e);
+            return 1;
+        }
+    }
+    0
+}
