@@ -4,7 +4,7 @@
 //! accumulation.
 
 use super::config::{CFG, MEM, map_counted, registry};
-use super::{CACHE, HELD_MAX, MAX_CPUS, MAX_THREADS, SITE_STACKS};
+use super::{HELD_MAX, LOOKUP_BITS, LOOKUP_MIN_BITS, MAX_CPUS, MAX_THREADS, SITE_STACKS};
 use crate::sys;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
@@ -30,17 +30,23 @@ pub(crate) struct Held {
     pub(crate) epoch: u32,
 }
 
-/// A lookup-cache line: (lock, site, mode) -> registry slot, generation and record.
+/// A lookup-cache line: (lock, site and mode) -> record, registry slot and generation. 32 bytes,
+/// all-zero when unused.
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Cached {
     pub(crate) addr: usize,
-    pub(crate) site: usize,
-    pub(crate) mode: u8,
-    pub(crate) gen_: u32,
-    pub(crate) slot_idx: u32,
-    pub(crate) slot: *const Slot,
+    /// The call site, with the mode in bits 56 and up (code addresses stay below 2^56).
+    pub(crate) site_mode: usize,
     pub(crate) entry: *const lockmeter_core::table::Entry,
+    /// The registry slot's index (high half) and the identity's generation (low half).
+    pub(crate) slot_gen: u64,
 }
+
+const _: () = assert!(size_of::<Cached>() == 32);
+
+/// Bytes of a thread's lookup cache (a whole number of pages).
+const LOOKUP_BYTES: usize = (1 << LOOKUP_BITS) * size_of::<Cached>();
 
 /// A line of the cache of stacks by call site: the stack (interned in the thread's stack store)
 /// last unwound through `key`, how many times the line was used since, and the event entry last
@@ -60,7 +66,10 @@ pub(crate) struct SiteStack {
 pub(crate) struct Private {
     pub(crate) held: [Held; HELD_MAX],
     pub(crate) held_len: usize,
-    pub(crate) cache: [Cached; CACHE],
+    /// The thread's lookup cache: `1 << LOOKUP_BITS` lines reserved in the shard's mapping (null: none),
+    /// of which `1 << lookup_bits` are in use (0: [`LOOKUP_MIN_BITS`]; see `meter::lookup`).
+    pub(crate) lookups: *mut Cached,
+    pub(crate) lookup_bits: u32,
     pub(crate) sample: u32,
     /// The condvar wait this thread is in: (mutex, call site, start ticks); addr 0 when none.
     /// Left set when the wait is cancelled: glibc re-acquires the mutex before unwinding, and the
@@ -350,12 +359,19 @@ fn take_over(sh: &Shard) -> bool {
     sh.stacks.clear();
     sh.events.clear();
     // SAFETY: the old thread is gone and we own the shard now: nobody else touches `private`.
-    // Everything but the unwind cache (valid for any thread of the process) starts afresh.
+    // Everything but the unwind cache (valid for any thread of the process) starts afresh; the
+    // lookup cache's lines pointed into the records just cleared: emptied, kept where it is.
     unsafe {
         let p = sh.private.get();
         let cache = (*p).unwind_cache;
+        let lookups = (*p).lookups;
+        let used = 1usize << (*p).lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
         core::ptr::write_bytes(p, 0, 1);
         (*p).unwind_cache = cache;
+        if !lookups.is_null() {
+            core::ptr::write_bytes(lookups, 0, used);
+        }
+        (*p).lookups = lookups;
     }
     // Ids wrap after 2^32 take-overs; a collision then can only hide one owner change.
     let owner = NEXT_OWNER.fetch_add(1, Relaxed).max(MAX_THREADS as u32 + 1);
@@ -382,7 +398,8 @@ fn create_shard() -> *const Shard {
     let head = (size_of::<Shard>() + 127) & !127;
     let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
-    let total = events_off + nevents * size_of::<EventEntry>();
+    let lookups_off = (events_off + nevents * size_of::<EventEntry>() + 4095) & !4095;
+    let total = lookups_off + LOOKUP_BYTES;
     let mem = map_counted(total);
     if mem.is_null() {
         return core::ptr::null();
@@ -401,6 +418,7 @@ fn create_shard() -> *const Shard {
         if with_stacks {
             (*(*sp).private.get()).unwind_cache = crate::unwind::take_cache();
         }
+        (*(*sp).private.get()).lookups = mem.add(lookups_off).cast();
         core::ptr::addr_of_mut!((*sp).index).write(idx as u32 + 1);
         (*sp).set_thread(idx as u32 + 1);
     }
