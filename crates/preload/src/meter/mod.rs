@@ -126,18 +126,23 @@ pub(crate) fn lookup(
 ) -> Result<Found, Lost> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
-    let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     let site_mode = site | ((mode as usize) << 56);
+    let base = p.slot_base;
     if let Some(c) = cached_line(p, addr, site_mode)
         && !c.entry.is_null()
-        && let Some(slot) = reg.slot((c.slot_gen >> 32) as u32)
-        && slot.generation() == c.slot_gen as u32
+        && !base.is_null()
     {
         let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
-        let k = event_key(idx, gen_, slot.class.load(Relaxed), kind, mode);
-        // SAFETY: cached records live in the thread's table, never unmapped.
-        return Ok((unsafe { &(*c.entry).stats }, slot, k));
+        // SAFETY: a line is placed only with an index the registry gave (below its length),
+        // after `slot_base` was set to the registry's first slot; slots are never unmapped.
+        let slot = unsafe { &*base.add(idx as usize) };
+        if slot.generation() == gen_ {
+            let k = event_key(idx, gen_, slot.class.load(Relaxed), kind, mode);
+            // SAFETY: cached records live in the thread's table, never unmapped.
+            return Ok((unsafe { &(*c.entry).stats }, slot, k));
+        }
     }
+    let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     // The constructor's calibration lock is left out of the profile, its losses too (a cap
     // below the collector's fixed tables refuses every record).
     let calibrating = || crate::state::CALIBRATING.load(Relaxed);
@@ -181,6 +186,7 @@ pub(crate) fn lookup(
             Lost::Table(addr as u64 ^ (gen_ as u64).rotate_right(17))
         });
     };
+    p.slot_base = reg.slot(0).map_or(core::ptr::null(), |s| s as *const Slot);
     let line =
         Cached { addr, site_mode, entry, slot_gen: (u64::from(idx) << 32) | u64::from(gen_) };
     if let Some(c) = cached_line(p, addr, site_mode) {

@@ -70,6 +70,9 @@ pub(crate) struct Private {
     /// of which `1 << lookup_bits` are in use (0: [`LOOKUP_MIN_BITS`]; see `meter::lookup`).
     pub(crate) lookups: *mut Cached,
     pub(crate) lookup_bits: u32,
+    /// The registry's first slot, set when the first line is placed: a line's slot index is an
+    /// offset from it.
+    pub(crate) slot_base: *const Slot,
     pub(crate) sample: u32,
     /// The condvar wait this thread is in: (mutex, call site, start ticks); addr 0 when none.
     /// Left set when the wait is cancelled: glibc re-acquires the mutex before unwinding, and the
