@@ -54,23 +54,35 @@ fn class_of(slot: &Slot, addr: usize, kind: LockKind, site: usize) -> u32 {
 /// may hold (`addr`, `site_mode`): the cache is two-way set-associative, the most recently used
 /// line first.
 #[inline(always)]
-fn lookup_set(p: &Private, addr: usize, site_mode: usize) -> usize {
-    let bits = p.lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
+fn lookup_set(bits: u32, addr: usize, site_mode: usize) -> usize {
     let h = (addr ^ site_mode.rotate_left(23)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (h >> (65 - bits)) * 2
 }
 
-/// The line of the thread's lookup cache that holds (`addr`, `site_mode`), if one does.
+/// The number of lines in use of the lookup cache of the thread whose private part is `p`, as a
+/// power of two.
 #[inline(always)]
-fn cached_line(p: &mut Private, addr: usize, site_mode: usize) -> Option<&mut Cached> {
-    if p.lookups.is_null() {
-        return None;
-    }
-    let set = lookup_set(p, addr, site_mode);
-    // SAFETY: the cache has `1 << LOOKUP_BITS` lines and `set + 1` is below them; zeroed memory is an
-    // empty line; only this thread uses its cache, inside its hooks (busy flag held), and the
-    // caller holds no other reference into it.
-    let (a, b) = unsafe { (&mut *p.lookups.add(set), &mut *p.lookups.add(set + 1)) };
+fn lookup_bits(p: &Private) -> u32 {
+    p.lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS)
+}
+
+/// The line of the thread's lookup cache `lines` (`1 << bits` in use) that holds (`addr`,
+/// `site_mode`), if one does.
+///
+/// # Safety
+/// `lines` is the calling thread's cache (`Shard::lookups`), the busy flag is held, and the
+/// caller holds no other reference into it.
+#[inline(always)]
+unsafe fn cached_line<'a>(
+    lines: *mut Cached,
+    bits: u32,
+    addr: usize,
+    site_mode: usize,
+) -> Option<&'a mut Cached> {
+    let set = lookup_set(bits, addr, site_mode);
+    // SAFETY: the cache has `1 << LOOKUP_BITS` lines and `set + 1` is below `1 << bits`; zeroed
+    // memory is an empty line; the caller's contract.
+    let (a, b) = unsafe { (&mut *lines.add(set), &mut *lines.add(set + 1)) };
     if a.addr == addr && a.site_mode == site_mode {
         return Some(a);
     }
@@ -128,7 +140,9 @@ pub(crate) fn lookup(
     let p = unsafe { cx.private() };
     let site_mode = site | ((mode as usize) << 56);
     let base = p.slot_base;
-    if let Some(c) = cached_line(p, addr, site_mode)
+    let (lines, bits) = (cx.shard.lookups(), lookup_bits(p));
+    // SAFETY: this thread's cache, busy flag held; the line is not kept past this block.
+    if let Some(c) = unsafe { cached_line(lines, bits, addr, site_mode) }
         && !c.entry.is_null()
         && !base.is_null()
     {
@@ -189,20 +203,20 @@ pub(crate) fn lookup(
     p.slot_base = reg.slot(0).map_or(core::ptr::null(), |s| s as *const Slot);
     let line =
         Cached { addr, site_mode, entry, slot_gen: (u64::from(idx) << 32) | u64::from(gen_) };
-    if let Some(c) = cached_line(p, addr, site_mode) {
+    // SAFETY: as above.
+    if let Some(c) = unsafe { cached_line(lines, bits, addr, site_mode) } {
         *c = line;
-    } else if !p.lookups.is_null() {
-        let set = lookup_set(p, addr, site_mode);
+    } else {
+        let set = lookup_set(bits, addr, site_mode);
         // SAFETY: as in `cached_line`: the set's two lines, the older one dropped.
         unsafe {
-            *p.lookups.add(set + 1) = *p.lookups.add(set);
-            *p.lookups.add(set) = line;
+            *lines.add(set + 1) = *lines.add(set);
+            *lines.add(set) = line;
         }
     }
     // Twice as many lines once the records are more than half as many: lines placed for the
     // smaller cache are found no more (they miss once and are placed again); none can be
     // mistaken for another key's.
-    let bits = p.lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
     if bits < LOOKUP_BITS && cx.shard.table.len() * 2 > 1 << bits {
         p.lookup_bits = bits + 1;
     }

@@ -45,6 +45,10 @@ pub(crate) struct Cached {
 
 const _: () = assert!(size_of::<Cached>() == 32);
 
+/// Where a shard's lookup cache lies in its mapping: right after the shard (page-aligned), at the
+/// same offset in every shard, so that a hook finds it without a load.
+pub(crate) const LOOKUP_OFF: usize = (size_of::<Shard>() + 4095) & !4095;
+
 /// Bytes of a thread's lookup cache (a whole number of pages).
 const LOOKUP_BYTES: usize = (1 << LOOKUP_BITS) * size_of::<Cached>();
 
@@ -66,9 +70,9 @@ pub(crate) struct SiteStack {
 pub(crate) struct Private {
     pub(crate) held: [Held; HELD_MAX],
     pub(crate) held_len: usize,
-    /// The thread's lookup cache: `1 << LOOKUP_BITS` lines reserved in the shard's mapping (null: none),
-    /// of which `1 << lookup_bits` are in use (0: [`LOOKUP_MIN_BITS`]; see `meter::lookup`).
-    pub(crate) lookups: *mut Cached,
+    /// Lines of the thread's lookup cache in use: `1 << lookup_bits` (0: [`LOOKUP_MIN_BITS`]) of
+    /// the `1 << LOOKUP_BITS` reserved at [`LOOKUP_OFF`] in the shard's mapping (see
+    /// [`Shard::lookups`] and `meter::lookup`).
     pub(crate) lookup_bits: u32,
     /// The registry's first slot, set when the first line is placed: a line's slot index is an
     /// offset from it.
@@ -178,6 +182,14 @@ static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
 static RECYCLE: AtomicBool = AtomicBool::new(false);
 
 impl Shard {
+    /// The thread's lookup cache: `1 << LOOKUP_BITS` lines at [`LOOKUP_OFF`] in the shard's
+    /// mapping (its address exposed when the shard was made). Only the shard's thread uses it,
+    /// inside its hooks.
+    #[inline(always)]
+    pub(crate) fn lookups(&self) -> *mut Cached {
+        core::ptr::with_exposed_provenance_mut(self as *const Shard as usize + LOOKUP_OFF)
+    }
+
     /// The thread's name as recorded at its first lock.
     pub(crate) fn name(&self) -> ([u8; 16], usize) {
         let n: [u8; 16] = core::array::from_fn(|i| self.name[i].load(Relaxed));
@@ -367,14 +379,10 @@ fn take_over(sh: &Shard) -> bool {
     unsafe {
         let p = sh.private.get();
         let cache = (*p).unwind_cache;
-        let lookups = (*p).lookups;
         let used = 1usize << (*p).lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
         core::ptr::write_bytes(p, 0, 1);
         (*p).unwind_cache = cache;
-        if !lookups.is_null() {
-            core::ptr::write_bytes(lookups, 0, used);
-        }
-        (*p).lookups = lookups;
+        core::ptr::write_bytes(sh.lookups(), 0, used);
     }
     // Ids wrap after 2^32 take-overs; a collision then can only hide one owner change.
     let owner = NEXT_OWNER.fetch_add(1, Relaxed).max(MAX_THREADS as u32 + 1);
@@ -398,20 +406,21 @@ fn create_shard() -> *const Shard {
     let with_stacks = CFG.frames.load(Relaxed) > 0;
     let nstacks = if with_stacks { CFG.stacks_per_thread.load(Relaxed) as usize } else { 0 };
     let nevents = if with_stacks { CFG.events_per_thread.load(Relaxed) as usize } else { 0 };
-    let head = (size_of::<Shard>() + 127) & !127;
+    let head = LOOKUP_OFF + LOOKUP_BYTES;
     let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
-    let lookups_off = (events_off + nevents * size_of::<EventEntry>() + 4095) & !4095;
-    let total = lookups_off + LOOKUP_BYTES;
+    let total = events_off + nevents * size_of::<EventEntry>();
     let mem = map_counted(total);
     if mem.is_null() {
         return core::ptr::null();
     }
+    // The lookup cache is reached from the shard's address (see `Shard::lookups`).
+    let _ = mem.expose_provenance();
     let sp = mem as *mut Shard;
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes. Zeroed memory is valid for every
     // field of Shard except the tables (they hold references), which are written here before the
-    // shard is published. The stack and event entries live right after the 128-aligned header;
-    // the record table maps its own memory as it grows.
+    // shard is published. The lookup cache lives right after the page-aligned header, the stack
+    // and event entries after it; the record table maps its own memory as it grows.
     unsafe {
         core::ptr::addr_of_mut!((*sp).table).write(Table::new(&MEM, records));
         let stacks = core::slice::from_raw_parts(mem.add(stacks_off) as *const StackEntry, nstacks);
@@ -421,7 +430,6 @@ fn create_shard() -> *const Shard {
         if with_stacks {
             (*(*sp).private.get()).unwind_cache = crate::unwind::take_cache();
         }
-        (*(*sp).private.get()).lookups = mem.add(lookups_off).cast();
         core::ptr::addr_of_mut!((*sp).index).write(idx as u32 + 1);
         (*sp).set_thread(idx as u32 + 1);
     }
