@@ -40,7 +40,7 @@ pub(crate) fn lock_with(
         if timed {
             let c = &cx.shard.cost;
             crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
-            crate::cost::add(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
+            crate::cost::add_out(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
         }
         r
     } else if r == libc::EBUSY {
@@ -225,7 +225,7 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
         r
     });
     if u1 != 0 {
-        crate::cost::add(&c.rel_out_timed, &c.rel_out_ticks, u1, clock::now());
+        crate::cost::add_out(&c.rel_out_timed, &c.rel_out_ticks, u1, clock::now());
     }
     crate::state::leave(cx);
     r
