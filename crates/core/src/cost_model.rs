@@ -31,9 +31,6 @@ pub struct Inputs {
     pub out_ns: f64,
     /// Time on the contended path (measured: waiters' sides, holders' sides extrapolated).
     pub contended_ns: u64,
-    /// Time in record lookups that missed the threads' lookup caches (every one measured: first
-    /// uses of locks, lines another key took).
-    pub lookup_miss_ns: u64,
     /// Threads that ran at once, on average ([`parallelism`]; at least 1).
     pub parallel: f64,
 }
@@ -61,9 +58,7 @@ pub fn estimate(i: &Inputs) -> (u64, u64, u64) {
     let pair = (i.ns_per_pair as f64 - i.calib_cs_ns - calib_out).max(0.0) + cs + out;
     let pair = pair.max(i.ns_per_pair as f64);
     let serial = i.wanted_holds as f64 * cs;
-    let parallel = (i.acquisitions as f64 * pair - serial).max(0.0)
-        + i.contended_ns as f64
-        + i.lookup_miss_ns as f64;
+    let parallel = (i.acquisitions as f64 * pair - serial).max(0.0) + i.contended_ns as f64;
     let parallel = parallel / i.parallel.max(1.0);
     let t = i.duration_ns as f64;
     if t <= 0.0 {
@@ -102,9 +97,6 @@ mod tests {
         let missed = Inputs { calib_out_ns: 4.0, out_ns: 24.0, ..base };
         assert_eq!(estimate(&missed).0, 1081);
         assert_eq!(estimate(&Inputs { out_ns: 0.0, ..missed }).0, 1026);
-        // Lookups that missed the threads' caches add up undivided by the samples, divided over
-        // the threads: 100 ms of them over 4 threads.
-        assert_eq!(estimate(&Inputs { lookup_miss_ns: 100_000_000, ..base }).0, 1053);
         // No duration: no estimate.
         assert_eq!(estimate(&Inputs { duration_ns: 0, ..sat }).0, 0);
         // Added time beyond the run is capped.

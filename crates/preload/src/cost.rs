@@ -43,10 +43,6 @@ pub(crate) struct CostCounters {
     pub(crate) acq_out_ticks: Counter,
     pub(crate) rel_out_timed: Counter,
     pub(crate) rel_out_ticks: Counter,
-    /// Ticks in record lookups that missed the thread's lookup cache, every one timed (left out
-    /// of the sampled work outside the critical section: one-time work, such as a lock's first
-    /// use in the thread, would be multiplied by [`SAMPLE`]).
-    pub(crate) miss_ticks: Counter,
     /// Ticks spent gathering waiters' sides (every contended acquisition).
     pub(crate) gather_ticks: Counter,
     /// Holder-side captures (releases of wanted locks), timed ones, and their ticks.
@@ -130,7 +126,6 @@ pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
         &c.acq_out_ticks,
         &c.rel_out_timed,
         &c.rel_out_ticks,
-        &c.miss_ticks,
         &c.gather_ticks,
         &c.holding,
         &c.holding_timed,

@@ -327,7 +327,7 @@ fn cost_inputs(
     ns_per_pair: u64,
     parallel: f64,
 ) -> crate::cost::Inputs {
-    let mut sum = [0u64; 13];
+    let mut sum = [0u64; 12];
     for sh in state::shards() {
         let c = &sh.cost;
         let v = [
@@ -343,7 +343,6 @@ fn cost_inputs(
             c.acq_out_ticks.get(),
             c.rel_out_timed.get(),
             c.rel_out_ticks.get(),
-            c.miss_ticks.get(),
         ];
         for (s, x) in sum.iter_mut().zip(v) {
             *s = s.saturating_add(x);
@@ -362,12 +361,10 @@ fn cost_inputs(
         acq_out_t,
         rel_out_n,
         rel_out_t,
-        miss_t,
     ] = sum;
     let ns = |t: u64| state::ticks_to_ns(t) as f64;
     let mean = |t: u64, n: u64| if n == 0 { 0.0 } else { ns(t) / n as f64 };
     let contended = ns(gather_t) + mean(holding_t, holding_n) * holding as f64;
-    let misses = ns(miss_t);
     crate::cost::Inputs {
         duration_ns,
         acquisitions,
@@ -379,7 +376,6 @@ fn cost_inputs(
         calib_out_ns: crate::cost::CALIB_OUT_PS.load(Relaxed) as f64 / 1000.0,
         out_ns: mean(acq_out_t, acq_out_n) + mean(rel_out_t, rel_out_n),
         contended_ns: contended as u64,
-        lookup_miss_ns: misses as u64,
         parallel,
     }
 }

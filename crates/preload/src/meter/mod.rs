@@ -156,30 +156,6 @@ pub(crate) fn lookup(
             return Ok((unsafe { &(*c.entry).stats }, slot, k));
         }
     }
-    let m0 = clock::now();
-    let r = lookup_miss(cx, addr, kind, mode, site, lines, bits, site_mode);
-    // Every miss is timed (the cost model adds them all up: a lock's first use in a thread, or
-    // a line another key took).
-    cx.shard.cost.miss_ticks.add(clock::now().saturating_sub(m0));
-    r
-}
-
-/// [`lookup`] when the thread's cache has no line for the key: the registry, the thread's record
-/// table, and a new line.
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn lookup_miss(
-    cx: &Cx,
-    addr: usize,
-    kind: LockKind,
-    mode: Mode,
-    site: usize,
-    lines: *mut Cached,
-    bits: u32,
-    site_mode: usize,
-) -> Result<Found, Lost> {
-    // SAFETY: busy flag held; no other `&mut Private` (the caller's ended).
-    let p = unsafe { cx.private() };
     let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     // The constructor's calibration lock is left out of the profile, its losses too (a cap
     // below the collector's fixed tables refuses every record).

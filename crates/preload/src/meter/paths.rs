@@ -25,12 +25,10 @@ pub(crate) fn lock_with(
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
     let timed = cost_sample(&cx, |p| &mut p.cost_acq);
     let l0 = crate::cost::now_if(timed);
-    let misses = if timed { cx.shard.cost.miss_ticks.get() } else { 0 };
     // The record is found before the lock is taken: its cache misses stay out of the critical
     // section (another thread may be waiting for it).
     let found = lookup(&cx, addr, kind, mode, site);
-    // A lookup that missed the thread's cache was timed in full (`miss_ticks`).
-    let l1 = if timed && cx.shard.cost.miss_ticks.get() == misses { clock::now() } else { 0 };
+    let l1 = crate::cost::now_if(timed);
     let r = try_lock();
     let r = if r == libc::ENOTRECOVERABLE {
         // What the blocking call would answer too (and it must not be called: glibc's trylock
@@ -42,9 +40,7 @@ pub(crate) fn lock_with(
         if timed {
             let c = &cx.shard.cost;
             crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
-            if l1 != 0 {
-                crate::cost::add_out(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
-            }
+            crate::cost::add_out(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
         }
         r
     } else if r == libc::EBUSY {
