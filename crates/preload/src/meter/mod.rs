@@ -21,7 +21,8 @@ pub(crate) use sem::{sem_post_with, sem_trywait_with, sem_wait_with};
 
 use crate::classes::{CLASSES, NAMED, event_key, key, retag, tag};
 use crate::state::{
-    CFG, Cached, Cx, HELD_MAX, Held, LOOKUP_BITS, LOOKUP_MIN_BITS, Private, ticks_to_ns,
+    CFG, Cached, Cx, HELD_MAX, Held, LOOKUP_BITS, LOOKUP_MIN_BITS, Private, grow_lookups,
+    ticks_to_ns,
 };
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::registry::{ClassOrigin, Slot};
@@ -217,7 +218,7 @@ pub(crate) fn lookup(
     // Twice as many lines once the records are more than half as many: lines placed for the
     // smaller cache are found no more (they miss once and are placed again); none can be
     // mistaken for another key's.
-    if bits < LOOKUP_BITS && cx.shard.table.len() * 2 > 1 << bits {
+    if bits < LOOKUP_BITS && cx.shard.table.len() * 2 > 1 << bits && grow_lookups(bits) {
         p.lookup_bits = bits + 1;
     }
     Ok((&entry.stats, slot, ek))

@@ -27,7 +27,7 @@ pub(crate) use config::{
 };
 pub(crate) use shards::{
     ACQ_NO_SHARD, Cached, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack, THREADS_REFUSED,
-    init_recycling, shards,
+    grow_lookups, init_recycling, shards,
 };
 pub(crate) use tls::{Cx, enter, leave, reset_thread, unmetered};
 
@@ -66,7 +66,8 @@ pub(crate) const HELD_MAX: usize = 64;
 /// The per-thread lookup cache, two-way set-associative by (lock, call site, mode): at most `1 <<
 /// LOOKUP_BITS` lines of 32 bytes reserved in the thread's shard mapping (256 KiB), of which the
 /// thread uses `1 << Private::lookup_bits`: from `1 << LOOKUP_MIN_BITS` (one page), doubled
-/// whenever its record table holds more than half as many records as the cache has lines, so the
+/// whenever its record table holds more than half as many records as the cache has lines (and
+/// `--max-memory` leaves room for them: the lines in use are charged as mapped memory), so the
 /// memory it commits follows the locks the thread takes (at most 64 bytes per record). A thread
 /// that takes thousands of locks finds the record and registry slot of each in one probe, without
 /// touching the shared registry's hash chains or its record table's index.

@@ -3,7 +3,7 @@
 //! the kernel no longer knows, folding the dead thread's records into the shard's exited
 //! accumulation.
 
-use super::config::{CFG, MEM, map_counted, registry};
+use super::config::{CFG, MAPPED_BYTES, MEM, map_counted, map_zeroed, registry};
 use super::{HELD_MAX, LOOKUP_BITS, LOOKUP_MIN_BITS, MAX_CPUS, MAX_THREADS, SITE_STACKS};
 use crate::sys;
 use core::cell::UnsafeCell;
@@ -48,6 +48,17 @@ const _: () = assert!(size_of::<Cached>() == 32);
 /// Where a shard's lookup cache lies in its mapping: right after the shard (page-aligned), at the
 /// same offset in every shard, so that a hook finds it without a load.
 pub(crate) const LOOKUP_OFF: usize = (size_of::<Shard>() + 4095) & !4095;
+
+/// Bytes of the lookup cache's lines in use at first (one page).
+const LOOKUP_MIN_BYTES: usize = (1 << LOOKUP_MIN_BITS) * size_of::<Cached>();
+
+/// Doubles the lines of the calling thread's lookup cache from `1 << bits` if `--max-memory`
+/// leaves room for the lines added (charged as mapped memory; they stay charged for the life of
+/// the shard). Whether it did.
+pub(crate) fn grow_lookups(bits: u32) -> bool {
+    use lockmeter_core::table::Memory;
+    bits < LOOKUP_BITS && MEM.charge((1 << bits) * size_of::<Cached>())
+}
 
 /// Bytes of a thread's lookup cache (a whole number of pages).
 const LOOKUP_BYTES: usize = (1 << LOOKUP_BITS) * size_of::<Cached>();
@@ -379,9 +390,12 @@ fn take_over(sh: &Shard) -> bool {
     unsafe {
         let p = sh.private.get();
         let cache = (*p).unwind_cache;
-        let used = 1usize << (*p).lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
+        // The lines in use keep their size (and their charge, see `grow_lookups`).
+        let bits = (*p).lookup_bits;
+        let used = 1usize << bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
         core::ptr::write_bytes(p, 0, 1);
         (*p).unwind_cache = cache;
+        (*p).lookup_bits = bits;
         core::ptr::write_bytes(sh.lookups(), 0, used);
     }
     // Ids wrap after 2^32 take-overs; a collision then can only hide one owner change.
@@ -410,10 +424,14 @@ fn create_shard() -> *const Shard {
     let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
     let total = events_off + nevents * size_of::<EventEntry>();
-    let mem = map_counted(total);
+    let mem = map_zeroed(total);
     if mem.is_null() {
         return core::ptr::null();
     }
+    // Counted as mapped (what `--max-memory` caps) but the lookup cache's lines beyond the first
+    // page, charged as the thread comes to use them (`grow_lookups`).
+    MAPPED_BYTES.fetch_add((total - LOOKUP_BYTES + LOOKUP_MIN_BYTES) as u64, Relaxed);
+    crate::resident::note(mem, total);
     // The lookup cache is reached from the shard's address (see `Shard::lookups`).
     let _ = mem.expose_provenance();
     let sp = mem as *mut Shard;
