@@ -24,6 +24,11 @@ pub struct Inputs {
     /// Mean in-critical-section hook time of one acquisition and one release (measured).
     pub cs_acq_ns: f64,
     pub cs_rel_ns: f64,
+    /// Of the calibrated pair, the hooks' timed work outside the critical section (the record's
+    /// lookup before the real lock call, the hold's record after the real unlock).
+    pub calib_out_ns: f64,
+    /// The same measured in the run (per acquisition and release together; 0: none timed).
+    pub out_ns: f64,
     /// Time on the contended path (measured: waiters' sides, holders' sides extrapolated).
     pub contended_ns: u64,
     /// Threads that ran at once, on average ([`parallelism`]; at least 1).
@@ -46,9 +51,11 @@ pub fn parallelism(threads: u64, cpus: u64, duration_ns: u64, wait_ns: u64) -> f
 /// The estimate: (slowdown x 1000, contended-path ns, serialized ns). Slowdown 0: no duration.
 pub fn estimate(i: &Inputs) -> (u64, u64, u64) {
     let cs = i.cs_acq_ns + i.cs_rel_ns;
-    // The pair as the run paid it: the calibrated pair with its in-critical-section part as
-    // measured in the run (cache misses on shared lines, lookups that miss the thread's cache).
-    let pair = (i.ns_per_pair as f64 - i.calib_cs_ns).max(0.0) + cs;
+    // The pair as the run paid it: the calibrated pair with its timed parts, inside and outside
+    // the critical section, as measured in the run (cache misses on shared lines, records and
+    // registry slots that miss the CPU's caches when a thread takes thousands of locks).
+    let (calib_out, out) = if i.out_ns > 0.0 { (i.calib_out_ns, i.out_ns) } else { (0.0, 0.0) };
+    let pair = (i.ns_per_pair as f64 - i.calib_cs_ns - calib_out).max(0.0) + cs + out;
     let pair = pair.max(i.ns_per_pair as f64);
     let serial = i.wanted_holds as f64 * cs;
     let parallel = (i.acquisitions as f64 * pair - serial).max(0.0) + i.contended_ns as f64;
@@ -84,6 +91,12 @@ mod tests {
         assert_eq!(x, 1481);
         // The calibration's own in-critical-section part is replaced by the run's.
         assert_eq!(estimate(&Inputs { calib_cs_ns: 5.0, ..sat }).0, 1455);
+        // The work outside critical sections as measured in the run replaces its calibrated
+        // part (a record that missed the caches: 30 ns a pair, over 4 threads); none timed:
+        // the calibration stands.
+        let missed = Inputs { calib_out_ns: 4.0, out_ns: 24.0, ..base };
+        assert_eq!(estimate(&missed).0, 1081);
+        assert_eq!(estimate(&Inputs { out_ns: 0.0, ..missed }).0, 1026);
         // No duration: no estimate.
         assert_eq!(estimate(&Inputs { duration_ns: 0, ..sat }).0, 0);
         // Added time beyond the run is capped.

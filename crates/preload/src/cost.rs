@@ -35,6 +35,14 @@ pub(crate) struct CostCounters {
     /// Timed releases and their in-critical-section hook ticks.
     pub(crate) rel_timed: Counter,
     pub(crate) rel_ticks: Counter,
+    /// The same sampled acquisitions' and releases' hook ticks outside the critical section:
+    /// from the hook's start to the real lock call (the record's lookup), and from the real
+    /// unlock's return to the hook's end (the hold's record; releases of wanted locks left out,
+    /// their holder-side work is timed as `holding`).
+    pub(crate) acq_out_timed: Counter,
+    pub(crate) acq_out_ticks: Counter,
+    pub(crate) rel_out_timed: Counter,
+    pub(crate) rel_out_ticks: Counter,
     /// Ticks spent gathering waiters' sides (every contended acquisition).
     pub(crate) gather_ticks: Counter,
     /// Holder-side captures (releases of wanted locks), timed ones, and their ticks.
@@ -71,12 +79,32 @@ pub(crate) fn add(n: &Counter, ticks: &Counter, t0: u64, t1: u64) {
     }
 }
 
+/// Timed work outside the critical section longer than this (ticks: about 1.5 us at 3 GHz) did
+/// one-time work, a lock's first use in the thread (its record made, its first-use stack
+/// unwound, new memory faulted in), not the cost of a pair: left out, as one sample would
+/// multiply it by [`SAMPLE`] (a thread that takes 4096 locks pays it 4096 times in all, not once
+/// in 64 acquisitions).
+pub(crate) const MAX_OUT_TICKS: u64 = 1 << 12;
+
+/// [`add`] for the work outside the critical section: intervals longer than [`MAX_OUT_TICKS`]
+/// are left out.
+#[inline(always)]
+pub(crate) fn add_out(n: &Counter, ticks: &Counter, t0: u64, t1: u64) {
+    if t1.saturating_sub(t0) <= MAX_OUT_TICKS {
+        add(n, ticks, t0, t1);
+    }
+}
+
 /// The hooks' in-critical-section time per pair measured on the calibration pairs (hot caches,
 /// no other thread), in ns x 1000; the run's own measurement is compared with it.
 pub(crate) static CALIB_CS_PS: AtomicU64 = AtomicU64::new(0);
 
-/// Keeps what the calibration pairs measured in [`CALIB_CS_PS`] (ticks converted by `to_ns`)
-/// and clears it from `c`, so that the run's figures are the program's alone.
+/// The same for the hooks' timed work outside the critical section.
+pub(crate) static CALIB_OUT_PS: AtomicU64 = AtomicU64::new(0);
+
+/// Keeps what the calibration pairs measured in [`CALIB_CS_PS`] and [`CALIB_OUT_PS`] (ticks
+/// converted by `to_ns`) and clears it from `c`, so that the run's figures are the program's
+/// alone.
 pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
     let mean = |t: &Counter, n: &Counter| {
         if n.get() == 0 { 0 } else { to_ns(t.get() * 1000) / n.get() }
@@ -85,11 +113,19 @@ pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
     if ps > 0 {
         CALIB_CS_PS.store(ps, Relaxed);
     }
+    let out = mean(&c.acq_out_ticks, &c.acq_out_timed) + mean(&c.rel_out_ticks, &c.rel_out_timed);
+    if out > 0 {
+        CALIB_OUT_PS.store(out, Relaxed);
+    }
     for x in [
         &c.acq_timed,
         &c.acq_ticks,
         &c.rel_timed,
         &c.rel_ticks,
+        &c.acq_out_timed,
+        &c.acq_out_ticks,
+        &c.rel_out_timed,
+        &c.rel_out_ticks,
         &c.gather_ticks,
         &c.holding,
         &c.holding_timed,

@@ -398,7 +398,7 @@ fn cost_inputs(
     ns_per_pair: u64,
     parallel: f64,
 ) -> crate::cost::Inputs {
-    let mut sum = [0u64; 8];
+    let mut sum = [0u64; 12];
     for sh in state::shards() {
         let c = &sh.cost;
         let v = [
@@ -410,12 +410,29 @@ fn cost_inputs(
             c.holding.get(),
             c.holding_timed.get(),
             c.holding_ticks.get(),
+            c.acq_out_timed.get(),
+            c.acq_out_ticks.get(),
+            c.rel_out_timed.get(),
+            c.rel_out_ticks.get(),
         ];
         for (s, x) in sum.iter_mut().zip(v) {
             *s = s.saturating_add(x);
         }
     }
-    let [acq_n, acq_t, rel_n, rel_t, gather_t, holding, holding_n, holding_t] = sum;
+    let [
+        acq_n,
+        acq_t,
+        rel_n,
+        rel_t,
+        gather_t,
+        holding,
+        holding_n,
+        holding_t,
+        acq_out_n,
+        acq_out_t,
+        rel_out_n,
+        rel_out_t,
+    ] = sum;
     let ns = |t: u64| state::ticks_to_ns(t) as f64;
     let mean = |t: u64, n: u64| if n == 0 { 0.0 } else { ns(t) / n as f64 };
     let contended = ns(gather_t) + mean(holding_t, holding_n) * holding as f64;
@@ -427,6 +444,8 @@ fn cost_inputs(
         calib_cs_ns: crate::cost::CALIB_CS_PS.load(Relaxed) as f64 / 1000.0,
         cs_acq_ns: mean(acq_t, acq_n),
         cs_rel_ns: mean(rel_t, rel_n),
+        calib_out_ns: crate::cost::CALIB_OUT_PS.load(Relaxed) as f64 / 1000.0,
+        out_ns: mean(acq_out_t, acq_out_n) + mean(rel_out_t, rel_out_n),
         contended_ns: contended as u64,
         parallel,
     }

@@ -20,7 +20,10 @@ pub(crate) use paths::{
 pub(crate) use sem::{sem_post_with, sem_trywait_with, sem_wait_with};
 
 use crate::classes::{CLASSES, NAMED, event_key, idents, key, tag};
-use crate::state::{CFG, Cx, HELD_MAX, Held, ticks_to_ns};
+use crate::state::{
+    CFG, Cached, Cx, HELD_MAX, Held, LOOKUP_BITS, LOOKUP_MIN_BITS, Private, grow_lookups,
+    ticks_to_ns,
+};
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::registry::{ClassOrigin, Slot};
 use lockmeter_core::reservoir::pack_time;
@@ -48,42 +51,127 @@ fn class_of(slot: &Slot, addr: usize, kind: LockKind, site: usize) -> u32 {
     }
 }
 
-/// The record and registry slot for (lock, site, mode), through the thread's lookup cache, and
-/// the lock's event key.
+/// The first of the two lines (a set, one 64-byte cache line) of the thread's lookup cache that
+/// may hold (`addr`, `site_mode`): the cache is two-way set-associative, the most recently used
+/// line first.
 #[inline(always)]
-fn lookup(
+fn lookup_set(bits: u32, addr: usize, site_mode: usize) -> usize {
+    let h = (addr ^ site_mode.rotate_left(23)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (65 - bits)) * 2
+}
+
+/// The number of lines in use of the lookup cache of the thread whose private part is `p`, as a
+/// power of two.
+#[inline(always)]
+fn lookup_bits(p: &Private) -> u32 {
+    p.lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS)
+}
+
+/// The line of the thread's lookup cache `lines` (`1 << bits` in use) that holds (`addr`,
+/// `site_mode`), if one does.
+///
+/// # Safety
+/// `lines` is the calling thread's cache (`Shard::lookups`), the busy flag is held, and the
+/// caller holds no other reference into it.
+#[inline(always)]
+unsafe fn cached_line<'a>(
+    lines: *mut Cached,
+    bits: u32,
+    addr: usize,
+    site_mode: usize,
+) -> Option<&'a mut Cached> {
+    let set = lookup_set(bits, addr, site_mode);
+    // SAFETY: the cache has `1 << LOOKUP_BITS` lines and `set + 1` is below `1 << bits`; zeroed
+    // memory is an empty line; the caller's contract.
+    let (a, b) = unsafe { (&mut *lines.add(set), &mut *lines.add(set + 1)) };
+    if a.addr == addr && a.site_mode == site_mode {
+        return Some(a);
+    }
+    if b.addr == addr && b.site_mode == site_mode {
+        // The most recently used line first.
+        core::mem::swap(a, b);
+        return Some(a);
+    }
+    None
+}
+
+/// What [`lookup`] finds: the record, the registry slot and the lock's event key.
+pub(crate) type Found = (&'static LiveStats, &'static Slot, u64);
+
+/// Why [`lookup`] found no record; counted by [`lost`] only when the acquisition it was for
+/// happened (a lookup made before the real lock call may be for one that fails).
+#[derive(Clone, Copy)]
+pub(crate) enum Lost {
+    /// No registry, or the constructor's calibration lock: nothing to count.
+    Nothing,
+    /// The registry was full.
+    Registry,
+    /// The thread's record table was full: the lock identity (address ^ generation), its event
+    /// key and the call site (the loss is counted against them, `crate::lost`).
+    Table {
+        /// address ^ generation
+        identity: u64,
+        /// The lock's event key.
+        ek: u64,
+        /// The call site.
+        site: u64,
+    },
+}
+
+/// Counts an acquisition that [`lookup`] found no record for.
+#[cold]
+fn lost(cx: &Cx, why: Lost) {
+    match why {
+        Lost::Nothing => {}
+        Lost::Registry => cx.shard.dropped_registry.add(1),
+        Lost::Table { identity, ek, site } => {
+            cx.shard.dropped.add(1);
+            crate::lost::note(ek, site);
+            if let Some(reg) = crate::state::registry() {
+                // A lock identity is (address, generation): count identities, not addresses.
+                reg.note_unrecorded(identity);
+            }
+        }
+    }
+}
+
+/// The record and registry slot for (lock, site, mode), through the thread's lookup cache (one
+/// probe of a thread-private line; the registry and the record table only when it misses), and
+/// the lock's event key. Counts nothing when it finds none (see [`Lost`]).
+#[inline(always)]
+pub(crate) fn lookup(
     cx: &Cx,
     addr: usize,
     kind: LockKind,
     mode: Mode,
     site: usize,
-) -> Option<(&'static LiveStats, &'static Slot, u64)> {
+) -> Result<Found, Lost> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
-    let ci = ((addr >> 4) ^ (site >> 2)) & (p.cache.len() - 1);
-    if let Some(c) = p.cache.get(ci)
-        && c.addr == addr
-        && c.site == site
-        && c.mode == mode as u8
-        && !c.slot.is_null()
+    let site_mode = site | ((mode as usize) << 56);
+    let base = p.slot_base;
+    let (lines, bits) = (cx.shard.lookups(), lookup_bits(p));
+    // SAFETY: this thread's cache, busy flag held; the line is not kept past this block.
+    if let Some(c) = unsafe { cached_line(lines, bits, addr, site_mode) }
+        && !c.entry.is_null()
+        && !base.is_null()
     {
-        // SAFETY: cached pointers point into the registry and the shard table, never unmapped.
-        let slot = unsafe { &*c.slot };
-        if slot.generation() == c.gen_ {
-            let k = event_key(c.slot_idx, c.gen_, slot.class.load(Relaxed), kind, mode);
-            // SAFETY: as above.
-            return Some((unsafe { &(*c.entry).stats }, slot, k));
+        let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
+        // SAFETY: a line is placed only with an index the registry gave (below its length),
+        // after `slot_base` was set to the registry's first slot; slots are never unmapped.
+        let slot = unsafe { &*base.add(idx as usize) };
+        if slot.generation() == gen_ {
+            let k = event_key(idx, gen_, slot.class.load(Relaxed), kind, mode);
+            // SAFETY: cached records live in the thread's table, never unmapped.
+            return Ok((unsafe { &(*c.entry).stats }, slot, k));
         }
     }
-    let reg = crate::state::registry()?;
+    let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     // The constructor's calibration lock is left out of the profile, its losses too (a cap
     // below the collector's fixed tables refuses every record).
     let calibrating = || crate::state::CALIBRATING.load(Relaxed);
     let Some((idx, slot)) = reg.lookup(addr as u64, kind) else {
-        if !calibrating() {
-            cx.shard.dropped_registry.add(1);
-        }
-        return None;
+        return Err(if calibrating() { Lost::Nothing } else { Lost::Registry });
     };
     let gen_ = slot.generation();
     let class = class_of(slot, addr, kind, site);
@@ -116,24 +204,37 @@ fn lookup(
         None => None,
     };
     let Some(entry) = entry else {
-        if !calibrating() {
-            cx.shard.dropped.add(1);
-            crate::lost::note(ek, site as u64);
-            // A lock identity is (address, generation): count identities, not addresses.
-            reg.note_unrecorded(addr as u64 ^ (gen_ as u64).rotate_right(17));
-        }
-        return None;
+        return Err(if calibrating() {
+            Lost::Nothing
+        } else {
+            Lost::Table {
+                identity: addr as u64 ^ (gen_ as u64).rotate_right(17),
+                ek,
+                site: site as u64,
+            }
+        });
     };
-    if let Some(c) = p.cache.get_mut(ci) {
-        c.addr = addr;
-        c.site = site;
-        c.mode = mode as u8;
-        c.gen_ = gen_;
-        c.slot_idx = idx;
-        c.slot = slot;
-        c.entry = entry;
+    p.slot_base = reg.slot(0).map_or(core::ptr::null(), |s| s as *const Slot);
+    let line =
+        Cached { addr, site_mode, entry, slot_gen: (u64::from(idx) << 32) | u64::from(gen_) };
+    // SAFETY: as above.
+    if let Some(c) = unsafe { cached_line(lines, bits, addr, site_mode) } {
+        *c = line;
+    } else {
+        let set = lookup_set(bits, addr, site_mode);
+        // SAFETY: as in `cached_line`: the set's two lines, the older one dropped.
+        unsafe {
+            *lines.add(set + 1) = *lines.add(set);
+            *lines.add(set) = line;
+        }
     }
-    Some((&entry.stats, slot, ek))
+    // Twice as many lines once the records are more than half as many: lines placed for the
+    // smaller cache are found no more (they miss once and are placed again); none can be
+    // mistaken for another key's.
+    if bits < LOOKUP_BITS && cx.shard.table.len() * 2 > 1 << bits && grow_lookups(bits) {
+        p.lookup_bits = bits + 1;
+    }
+    Ok((&entry.stats, slot, ek))
 }
 
 /// How an acquisition went.
@@ -158,12 +259,33 @@ pub(crate) fn acquired(
     how: How,
     who: Option<&Contention>,
 ) {
+    let found = lookup(cx, addr, kind, mode, site);
+    acquired_found(cx, found, addr, kind, mode, site, how, who);
+}
+
+/// Records a successful acquisition whose record [`lookup`] gave `found` (looked up before the
+/// real lock call, outside the critical section).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn acquired_found(
+    cx: &Cx,
+    found: Result<Found, Lost>,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    how: How,
+    who: Option<&Contention>,
+) {
     let cpu = crate::sys::current_cpu() as usize;
     let cpuc = cx.shard.cpus.get(cpu);
     if let Some(c) = cpuc {
         c.acquisitions.add(1);
     }
-    let Some((st, slot, k1)) = lookup(cx, addr, kind, mode, site) else { return };
+    let (st, slot, k1) = match found {
+        Ok(f) => f,
+        Err(why) => return lost(cx, why),
+    };
     st.acquisitions.add(1);
     let mut t_now = 0;
     let mut my_stack = 0;
@@ -207,15 +329,18 @@ pub(crate) fn acquired(
         }
         // The holder fields are stored only when they change (a release leaves them unless
         // someone waits): a lock one thread takes again and again leaves them unwritten. The
-        // acquisition time changes every time: one store, to a line the holder owns while no
-        // one waits.
+        // acquisition time changes every time it is read (one store, to a line the holder owns
+        // while no one waits); untimed holds leave it 0, unwritten.
         if slot.holder_thread.load(Relaxed) != me {
             slot.holder_thread.store(me, Relaxed);
         }
         if slot.holder_site.load(Relaxed) != site as u64 {
             slot.holder_site.store(site as u64, Relaxed);
         }
-        slot.holder_t_acq.store(pack_time(t_acq), Relaxed);
+        let packed = pack_time(t_acq);
+        if packed != 0 || slot.holder_t_acq.load(Relaxed) != 0 {
+            slot.holder_t_acq.store(packed, Relaxed);
+        }
         if my_stack == 0 && sample_this(cx) {
             my_stack = record_sample(cx, k1, site);
         }
@@ -313,7 +438,17 @@ fn push_held(cx: &Cx, h: Held, kind: LockKind) {
 /// Records a failed trylock (EBUSY) or a timed-out timed lock.
 #[inline]
 pub(crate) fn try_failed(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize) {
-    let Some((st, slot, _)) = lookup(cx, addr, kind, mode, site) else { return };
+    let found = lookup(cx, addr, kind, mode, site);
+    try_failed_found(cx, found);
+}
+
+/// Records a failed trylock whose record [`lookup`] gave `found`.
+#[inline]
+pub(crate) fn try_failed_found(cx: &Cx, found: Result<Found, Lost>) {
+    let (st, slot, _) = match found {
+        Ok(f) => f,
+        Err(why) => return lost(cx, why),
+    };
     st.trylock_failures.add(1);
     st.cnt_lock.add(1);
     if slot.wanted.load(Relaxed) & TRY_WANTED == 0 {

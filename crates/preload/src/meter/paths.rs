@@ -3,7 +3,8 @@
 
 use super::record::{Contention, cost_sample, held_site, holding};
 use super::{
-    How, acquired, find_held, hold_is_timed, released, releasing, try_failed, wait_begin, wait_end,
+    How, acquired, acquired_found, find_held, hold_is_timed, lookup, released, releasing,
+    try_failed, try_failed_found, wait_begin, wait_end,
 };
 use crate::state::{CFG, Cx};
 use core::ffi::c_int;
@@ -22,18 +23,24 @@ pub(crate) fn lock_with(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
+    let timed = cost_sample(&cx, |p| &mut p.cost_acq);
+    let l0 = crate::cost::now_if(timed);
+    // The record is found before the lock is taken: its cache misses stay out of the critical
+    // section (another thread may be waiting for it).
+    let found = lookup(&cx, addr, kind, mode, site);
+    let l1 = crate::cost::now_if(timed);
     let r = try_lock();
     let r = if r == libc::ENOTRECOVERABLE {
         // What the blocking call would answer too (and it must not be called: glibc's trylock
         // may leave a not-recoverable robust mutex's word set).
         r
     } else if r == 0 || r == libc::EOWNERDEAD {
-        let timed = cost_sample(&cx, |p| &mut p.cost_acq);
         let a0 = crate::cost::now_if(timed);
-        acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+        acquired_found(&cx, found, addr, kind, mode, site, How::Immediate, None);
         if timed {
             let c = &cx.shard.cost;
             crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
+            crate::cost::add_out(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
         }
         r
     } else if r == libc::EBUSY {
@@ -127,11 +134,12 @@ pub(crate) fn trylock_with(
     try_lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(try_lock()) };
+    let found = lookup(&cx, addr, kind, mode, site);
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
-        acquired(&cx, addr, kind, mode, site, How::Immediate, None);
+        acquired_found(&cx, found, addr, kind, mode, site, How::Immediate, None);
     } else if r == libc::EBUSY {
-        try_failed(&cx, addr, kind, mode, site);
+        try_failed_found(&cx, found);
     }
     crate::state::leave(cx);
     r
@@ -207,12 +215,18 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
     let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
     let wanted = releasing(&cx, i);
     let c = &cx.shard.cost;
+    let mut u1 = 0;
     let r = end_hold(&cx, i, t_rel, wanted, || {
         if timed {
             crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, clock::now());
         }
-        unlock()
+        let r = unlock();
+        u1 = crate::cost::now_if(timed && !wanted);
+        r
     });
+    if u1 != 0 {
+        crate::cost::add_out(&c.rel_out_timed, &c.rel_out_ticks, u1, clock::now());
+    }
     crate::state::leave(cx);
     r
 }

@@ -311,8 +311,12 @@ pub(super) fn time_this_hold(cx: &Cx) -> bool {
         n => {
             // SAFETY: busy flag held, as in `lookup`.
             let p = unsafe { cx.private() };
-            p.sample = p.sample.wrapping_add(1);
-            p.sample % n == 0
+            // One in n, counted down (no division on the acquisition path).
+            if p.sample == 0 || p.sample > n {
+                p.sample = n;
+            }
+            p.sample -= 1;
+            p.sample == 0
         }
     }
 }

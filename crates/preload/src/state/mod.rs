@@ -26,8 +26,8 @@ pub(crate) use config::{
     registry, ticks_to_ns, unmap_kept,
 };
 pub(crate) use shards::{
-    ACQ_NO_SHARD, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack, THREADS_REFUSED,
-    init_recycling, shards,
+    ACQ_NO_SHARD, Cached, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack, THREADS_REFUSED,
+    grow_lookups, init_recycling, shards,
 };
 pub(crate) use tls::{Cx, enter, leave, reset_thread, set_busy, unmetered};
 
@@ -63,8 +63,16 @@ pub(crate) const MAX_CPUS: usize = 1024;
 /// Depth of the per-thread stack of held locks.
 pub(crate) const HELD_MAX: usize = 64;
 
-/// Entries of the per-thread lookup cache.
-const CACHE: usize = 8;
+/// The per-thread lookup cache, two-way set-associative by (lock, call site, mode): at most `1 <<
+/// LOOKUP_BITS` lines of 32 bytes reserved in the thread's shard mapping (256 KiB), of which the
+/// thread uses `1 << Private::lookup_bits`: from `1 << LOOKUP_MIN_BITS` (one page), doubled
+/// whenever its record table holds more than half as many records as the cache has lines (and
+/// `--max-memory` leaves room for them: the lines in use are charged as mapped memory), so the
+/// memory it commits follows the locks the thread takes (at most 64 bytes per record). A thread
+/// that takes thousands of locks finds the record and registry slot of each in one probe, without
+/// touching the shared registry's hash chains or its record table's index.
+pub(crate) const LOOKUP_BITS: u32 = 13;
+pub(crate) const LOOKUP_MIN_BITS: u32 = 7;
 
 /// Entries of the per-thread cache of stacks by call site (a power of two).
 pub(crate) const SITE_STACKS: usize = 64;

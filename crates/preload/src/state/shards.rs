@@ -3,8 +3,8 @@
 //! the kernel no longer knows, folding the dead thread's records into the shard's exited
 //! accumulation.
 
-use super::config::{CFG, MEM, map_counted, registry};
-use super::{CACHE, HELD_MAX, MAX_CPUS, MAX_THREADS, SITE_STACKS};
+use super::config::{CFG, MAPPED_BYTES, MEM, map_counted, map_kept, registry};
+use super::{HELD_MAX, LOOKUP_BITS, LOOKUP_MIN_BITS, MAX_CPUS, MAX_THREADS, SITE_STACKS};
 use crate::sys;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
@@ -30,17 +30,38 @@ pub(crate) struct Held {
     pub(crate) epoch: u32,
 }
 
-/// A lookup-cache line: (lock, site, mode) -> registry slot, generation and record.
+/// A lookup-cache line: (lock, site and mode) -> record, registry slot and generation. 32 bytes,
+/// all-zero when unused.
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Cached {
     pub(crate) addr: usize,
-    pub(crate) site: usize,
-    pub(crate) mode: u8,
-    pub(crate) gen_: u32,
-    pub(crate) slot_idx: u32,
-    pub(crate) slot: *const Slot,
+    /// The call site, with the mode in bits 56 and up (code addresses stay below 2^56).
+    pub(crate) site_mode: usize,
     pub(crate) entry: *const lockmeter_core::table::Entry,
+    /// The registry slot's index (high half) and the identity's generation (low half).
+    pub(crate) slot_gen: u64,
 }
+
+const _: () = assert!(size_of::<Cached>() == 32);
+
+/// Where a shard's lookup cache lies in its mapping: right after the shard (page-aligned), at the
+/// same offset in every shard, so that a hook finds it without a load.
+pub(crate) const LOOKUP_OFF: usize = (size_of::<Shard>() + 4095) & !4095;
+
+/// Bytes of the lookup cache's lines in use at first (one page).
+const LOOKUP_MIN_BYTES: usize = (1 << LOOKUP_MIN_BITS) * size_of::<Cached>();
+
+/// Doubles the lines of the calling thread's lookup cache from `1 << bits` if `--max-memory`
+/// leaves room for the lines added (charged as mapped memory; they stay charged for the life of
+/// the shard). Whether it did.
+pub(crate) fn grow_lookups(bits: u32) -> bool {
+    use lockmeter_core::table::Memory;
+    bits < LOOKUP_BITS && MEM.charge((1 << bits) * size_of::<Cached>())
+}
+
+/// Bytes of a thread's lookup cache (a whole number of pages).
+const LOOKUP_BYTES: usize = (1 << LOOKUP_BITS) * size_of::<Cached>();
 
 /// A line of the cache of stacks by call site: the stack (interned in the thread's stack store)
 /// last unwound through `key`, how many times the line was used since, and the event entry last
@@ -60,7 +81,13 @@ pub(crate) struct SiteStack {
 pub(crate) struct Private {
     pub(crate) held: [Held; HELD_MAX],
     pub(crate) held_len: usize,
-    pub(crate) cache: [Cached; CACHE],
+    /// Lines of the thread's lookup cache in use: `1 << lookup_bits` (0: [`LOOKUP_MIN_BITS`]) of
+    /// the `1 << LOOKUP_BITS` reserved at [`LOOKUP_OFF`] in the shard's mapping (see
+    /// [`Shard::lookups`] and `meter::lookup`).
+    pub(crate) lookup_bits: u32,
+    /// The registry's first slot, set when the first line is placed: a line's slot index is an
+    /// offset from it.
+    pub(crate) slot_base: *const Slot,
     pub(crate) sample: u32,
     /// The condvar wait this thread is in: (mutex, call site, start ticks); addr 0 when none.
     /// Left set when the wait is cancelled: glibc re-acquires the mutex before unwinding, and the
@@ -166,6 +193,14 @@ static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
 static RECYCLE: AtomicBool = AtomicBool::new(false);
 
 impl Shard {
+    /// The thread's lookup cache: `1 << LOOKUP_BITS` lines at [`LOOKUP_OFF`] in the shard's
+    /// mapping (its address exposed when the shard was made). Only the shard's thread uses it,
+    /// inside its hooks.
+    #[inline(always)]
+    pub(crate) fn lookups(&self) -> *mut Cached {
+        core::ptr::with_exposed_provenance_mut(self as *const Shard as usize + LOOKUP_OFF)
+    }
+
     /// The thread's name as recorded at its first lock.
     pub(crate) fn name(&self) -> ([u8; 16], usize) {
         let n: [u8; 16] = core::array::from_fn(|i| self.name[i].load(Relaxed));
@@ -350,12 +385,18 @@ fn take_over(sh: &Shard) -> bool {
     sh.stacks.clear();
     sh.events.clear();
     // SAFETY: the old thread is gone and we own the shard now: nobody else touches `private`.
-    // Everything but the unwind cache (valid for any thread of the process) starts afresh.
+    // Everything but the unwind cache (valid for any thread of the process) starts afresh; the
+    // lookup cache's lines pointed into the records just cleared: emptied, kept where it is.
     unsafe {
         let p = sh.private.get();
         let cache = (*p).unwind_cache;
+        // The lines in use keep their size (and their charge, see `grow_lookups`).
+        let bits = (*p).lookup_bits;
+        let used = 1usize << bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS);
         core::ptr::write_bytes(p, 0, 1);
         (*p).unwind_cache = cache;
+        (*p).lookup_bits = bits;
+        core::ptr::write_bytes(sh.lookups(), 0, used);
     }
     // Ids wrap after 2^32 take-overs; a collision then can only hide one owner change.
     let owner = NEXT_OWNER.fetch_add(1, Relaxed).max(MAX_THREADS as u32 + 1);
@@ -379,19 +420,25 @@ fn create_shard() -> *const Shard {
     let with_stacks = CFG.frames.load(Relaxed) > 0;
     let nstacks = if with_stacks { CFG.stacks_per_thread.load(Relaxed) as usize } else { 0 };
     let nevents = if with_stacks { CFG.events_per_thread.load(Relaxed) as usize } else { 0 };
-    let head = (size_of::<Shard>() + 127) & !127;
+    let head = LOOKUP_OFF + LOOKUP_BYTES;
     let stacks_off = head;
     let events_off = stacks_off + nstacks * size_of::<StackEntry>();
     let total = events_off + nevents * size_of::<EventEntry>();
-    let mem = map_counted(total);
+    let mem = map_kept(total);
     if mem.is_null() {
         return core::ptr::null();
     }
+    // Counted as mapped (what `--max-memory` caps) but the lookup cache's lines beyond the first
+    // page, charged as the thread comes to use them (`grow_lookups`).
+    MAPPED_BYTES.fetch_add((total - LOOKUP_BYTES + LOOKUP_MIN_BYTES) as u64, Relaxed);
+    crate::resident::note(mem, total);
+    // The lookup cache is reached from the shard's address (see `Shard::lookups`).
+    let _ = mem.expose_provenance();
     let sp = mem as *mut Shard;
     // SAFETY: `mem` is a fresh zeroed mapping of `total` bytes. Zeroed memory is valid for every
     // field of Shard except the tables (they hold references), which are written here before the
-    // shard is published. The stack and event entries live right after the 128-aligned header;
-    // the record table maps its own memory as it grows.
+    // shard is published. The lookup cache lives right after the page-aligned header, the stack
+    // and event entries after it; the record table maps its own memory as it grows.
     unsafe {
         core::ptr::addr_of_mut!((*sp).table).write(Table::new(&MEM, records));
         let stacks = core::slice::from_raw_parts(mem.add(stacks_off) as *const StackEntry, nstacks);
