@@ -55,7 +55,8 @@ fn init_inner() {
         sys::write_stderr(b"lockmeter: cannot map the reservoirs of the longest waits; they are counted as lost\n");
     }
     if frames > 1 {
-        // One unwind cache per thread, allocated now (hooks never allocate).
+        // Unwind caches for the threads to come: a few now, more as the program creates threads
+        // (`pthread_create`; lock hooks never allocate).
         let caches = CFG.max_threads.load(Relaxed).min(512) as usize;
         crate::unwind::init(caches);
     }

@@ -50,6 +50,13 @@ fn reservoir(i: usize) -> Option<&'static [WaitSlot]> {
     Some(unsafe { core::slice::from_raw_parts(base.add(i * per), per) })
 }
 
+/// Reservoirs that a shard may have written: indexes up to the last shard handed out (never
+/// more than were mapped). Reading the others would fault in pages nothing wrote (shared memory
+/// allocates a page on a read).
+fn in_use() -> usize {
+    (state::NEXT_THREAD.load(Acquire) as usize + 1).min(THREADS.load(Acquire))
+}
+
 /// Whether waits are kept.
 #[inline(always)]
 pub(crate) fn on() -> bool {
@@ -73,7 +80,7 @@ pub(crate) fn offer(cx: &Cx, w: &Wait) {
 /// Empties every reservoir (a fork child: the parent's waits are not its own).
 pub(crate) fn reset_for_child() {
     LOST.store(0, Relaxed);
-    for i in 0..THREADS.load(Acquire) {
+    for i in 0..in_use() {
         for s in reservoir(i).unwrap_or(&[]) {
             if reservoir::read(s).is_some() {
                 reservoir::clear(core::slice::from_ref(s));
@@ -106,7 +113,7 @@ pub(crate) fn write<S: lockmeter_format::Sink>(
     enc.long_waits(per, lost).ok()?;
     let ns = |t: u64| ticks_to_ns(t.saturating_sub(start));
     let mut failed = false;
-    for i in 0..THREADS.load(Acquire) {
+    for i in 0..in_use() {
         let Some(r) = reservoir(i) else { continue };
         // The shard's current thread, when the wait is its own (else an exited thread's).
         let sh = state::shards().find(|s| s.index as usize == i);

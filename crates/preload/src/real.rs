@@ -190,6 +190,7 @@ reals! {
     cond_signal = "pthread_cond_signal" @ COND_VERSION: fn(c: *mut pthread_cond_t) -> c_int;
     cond_broadcast = "pthread_cond_broadcast" @ COND_VERSION: fn(c: *mut pthread_cond_t) -> c_int;
     cond_clockwait = "pthread_cond_clockwait": fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int;
+    thread_create = "pthread_create": fn(t: *mut libc::pthread_t, a: *const libc::pthread_attr_t, f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> c_int;
     exit_ = "_exit": fn(status: c_int) -> ();
     exit_upper = "_Exit": fn(status: c_int) -> ();
     execve = "execve": fn(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int;

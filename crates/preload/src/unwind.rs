@@ -3,14 +3,16 @@
 //! Works without frame pointers: the unwind information every x86_64 and aarch64 binary carries
 //! for C++ exceptions and Rust panics describes every frame. At start-up the constructor lists the
 //! loaded objects (`dl_iterate_phdr`) and gives framehop each one's `.eh_frame_hdr`, `.eh_frame`
-//! and code, as slices of the mapped image (nothing is read from disk). A pool of unwind caches
-//! is allocated then too; a thread takes one with its table. Unwinding itself allocates nothing,
+//! and code, as slices of the mapped image (nothing is read from disk). Unwind caches (about
+//! 32 KiB each) come from a pool that stays a few caches ahead of the threads the program
+//! creates: built at start-up and topped up in `pthread_create` (hooks/thread.rs), never in a
+//! lock hook; a thread takes one with its table. Unwinding itself allocates nothing,
 //! takes no lock and makes no system call: stack reads are bounded to the thread's own stack.
 //!
 //! Libraries loaded later with `dlopen` are not known: a stack is cut at the first frame in one.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use framehop::{
     ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind, Unwinder,
 };
@@ -26,10 +28,23 @@ type TheUnwinder = Unw<Data, MustNotAllocateDuringUnwind>;
 pub(crate) type TheCache = Cache<MustNotAllocateDuringUnwind>;
 
 static UNWINDER: AtomicPtr<TheUnwinder> = AtomicPtr::new(core::ptr::null_mut());
-/// The caches, allocated at start-up; threads take them in order.
-static POOL: AtomicPtr<*mut TheCache> = AtomicPtr::new(core::ptr::null_mut());
+/// Most caches the pool holds.
+const POOL_MAX: usize = 512;
+/// Caches built ahead of the threads created so far.
+const SPARE: usize = 16;
+/// The caches; threads take them in order. Entries below `POOL_LEN` never change.
+static POOL: [AtomicPtr<TheCache>; POOL_MAX] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; POOL_MAX];
+/// Caches built (published with Release after their entry).
 static POOL_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Caches taken.
 static POOL_NEXT: AtomicUsize = AtomicUsize::new(0);
+/// The most caches the pool builds (the thread limit, at most `POOL_MAX`; 0: no unwinding).
+static POOL_WANT: AtomicUsize = AtomicUsize::new(0);
+/// Threads created through `pthread_create` since start-up.
+static CREATED: AtomicUsize = AtomicUsize::new(0);
+/// Held by the thread building caches (others skip: it builds for them).
+static BUILDING: AtomicBool = AtomicBool::new(false);
 /// Our own code: frames in it are left out.
 static OWN_START: AtomicU64 = AtomicU64::new(0);
 static OWN_END: AtomicU64 = AtomicU64::new(0);
@@ -48,37 +63,85 @@ pub(crate) fn init(caches: usize) {
     // mapped memory they describe; `c` outlives the call.
     unsafe { libc::dl_iterate_phdr(Some(add_object), &mut c as *mut Collect as *mut c_void) };
     UNWINDER.store(Box::into_raw(Box::new(c.unwinder)), Release);
-    let pool: Vec<*mut TheCache> =
-        (0..caches).map(|_| Box::into_raw(Box::new(TheCache::new_in()))).collect();
-    POOL_LEN.store(pool.len(), Relaxed);
-    POOL.store(Box::leak(pool.into_boxed_slice()).as_mut_ptr(), Release);
+    POOL_WANT.store(caches.min(POOL_MAX), Relaxed);
+    top_up();
     MAIN_STACK_TOP.store(main_stack_top(), Relaxed);
 }
 
-/// Takes a cache for the calling thread (no allocation); `None` when the pool is used up.
-pub(crate) fn take_cache() -> *mut TheCache {
-    let pool = POOL.load(Acquire);
-    let i = POOL_NEXT.fetch_add(1, Relaxed);
-    if pool.is_null() || i >= POOL_LEN.load(Relaxed) {
-        return core::ptr::null_mut();
+/// Builds caches until the pool holds one for each thread created so far and for the main
+/// thread, plus [`SPARE`] (within the thread limit). Allocates: called by the constructor and by
+/// `pthread_create`, never by a lock hook. A thread that finds another building returns at once.
+pub(crate) fn top_up() {
+    let want = POOL_WANT.load(Relaxed);
+    let target = || (CREATED.load(Relaxed) + 1 + SPARE).min(want);
+    if POOL_LEN.load(Acquire) >= target() || BUILDING.swap(true, Acquire) {
+        return;
     }
-    // SAFETY: `i` is within the pool, whose entries never change after start-up.
-    unsafe { *pool.add(i) }
+    // Building a cache may put its parts on the stack first (tens of KiB): not on a small one.
+    if !stack_room(256 << 10) {
+        BUILDING.store(false, Release);
+        return;
+    }
+    let mut len = POOL_LEN.load(Relaxed);
+    while len < target() {
+        POOL[len].store(Box::into_raw(Box::new(TheCache::new_in())), Relaxed);
+        len += 1;
+        POOL_LEN.store(len, Release);
+    }
+    BUILDING.store(false, Release);
+}
+
+/// Whether the calling thread's stack has at least `bytes` free below this frame.
+fn stack_room(bytes: usize) -> bool {
+    let here = &bytes as *const usize as usize;
+    // SAFETY: a zeroed attribute object is what pthread_getattr_np initializes; it is destroyed
+    // after use; the out-pointers are valid locals.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return false;
+        }
+        let (mut lo, mut size) = (core::ptr::null_mut(), 0usize);
+        let ok = libc::pthread_attr_getstack(&attr, &mut lo, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        ok && here.saturating_sub(lo as usize) >= bytes
+    }
+}
+
+/// Counts a thread the program is creating (`pthread_create`), before the pool is topped up.
+pub(crate) fn thread_created() {
+    CREATED.fetch_add(1, Relaxed);
+}
+
+/// Takes a cache for the calling thread (no allocation); null when the pool is used up.
+pub(crate) fn take_cache() -> *mut TheCache {
+    let mut i = POOL_NEXT.load(Relaxed);
+    loop {
+        if i >= POOL_LEN.load(Acquire) {
+            return core::ptr::null_mut();
+        }
+        match POOL_NEXT.compare_exchange_weak(i, i + 1, Relaxed, Relaxed) {
+            // The entry was stored before `POOL_LEN` passed `i` (Release, read with Acquire).
+            Ok(_) => return POOL[i].load(Relaxed),
+            Err(now) => i = now,
+        }
+    }
 }
 
 /// Returns the cache most recently taken, if it was the last one taken (start-up only).
 pub(crate) fn return_cache(c: *mut TheCache) {
-    let pool = POOL.load(Acquire);
     let n = POOL_NEXT.load(Relaxed);
-    // SAFETY: `n - 1` is within the pool when n > 0 and n <= len.
-    if n > 0 && n <= POOL_LEN.load(Relaxed) && !pool.is_null() && unsafe { *pool.add(n - 1) } == c {
-        POOL_NEXT.store(n - 1, Relaxed);
+    if n > 0 && n <= POOL_LEN.load(Acquire) && POOL[n - 1].load(Relaxed) == c {
+        let _ = POOL_NEXT.compare_exchange(n, n - 1, Relaxed, Relaxed);
     }
 }
 
-/// Resets the cache pool in a fork child (the parent's threads are gone; their caches are free).
+/// Resets the cache pool in a fork child (the parent's threads are gone; their caches are free,
+/// and a build the fork cut short is over).
 pub(crate) fn reset_pool() {
     POOL_NEXT.store(0, Relaxed);
+    CREATED.store(0, Relaxed);
+    BUILDING.store(false, Relaxed);
 }
 
 /// Parses the top of the `[stack]` mapping from `/proc/self/maps` (constructor only).

@@ -111,6 +111,7 @@ mod process;
 mod rwlock;
 mod sem;
 mod spin;
+mod thread;
 
 /// A lock is initialized at `addr` by a call at `site`: a new identity, of that site's class.
 /// Bounded and lock-free: a class table probe (one CAS for a new class) and a registry lookup.
