@@ -30,7 +30,23 @@ static EXEC_FD: AtomicI32 = AtomicI32::new(-1);
 /// `lockmeter run`'s pipe (`LOCKMETER_GUARD_FD`), -1 when none.
 static DONE_FD: AtomicI32 = AtomicI32::new(-1);
 
-const STACK: usize = 8 << 20;
+/// The stack of a guardian or watcher (reserved, touched as used).
+pub(crate) const STACK: usize = 8 << 20;
+
+/// Maps a fresh stack of [`STACK`] bytes for a guardian or watcher (`MAP_FAILED` when refused).
+pub(crate) fn map_stack() -> *mut core::ffi::c_void {
+    // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
+    unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    }
+}
 
 /// What the guardian needs, at the top of its stack.
 #[repr(C)]
@@ -104,17 +120,7 @@ pub(crate) fn start(beside: Beside) {
         return;
     }
     let close = |fd: i32| raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
-    // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
-    let stack = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
+    let stack = map_stack();
     if stack == libc::MAP_FAILED {
         close(fds[0]);
         close(fds[1]);

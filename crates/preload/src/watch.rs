@@ -21,10 +21,7 @@
 //! It carries the guardian's name, so `run` waits for it only while it writes (`cli/src/guards.rs`).
 
 use crate::dump::{self, End};
-use crate::guard::{raw, wait_gone};
-
-const STACK: usize = 8 << 20;
-
+use crate::guard::{STACK, map_stack, raw, wait_gone};
 /// What the watcher needs, at the top of its stack.
 #[repr(C)]
 struct Args {
@@ -42,17 +39,7 @@ pub(crate) fn start(pid: i32, guardian: i32, exec_fd: i32, done_fd: i32) {
     if !crate::shared::active() {
         return;
     }
-    // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
-    let stack = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
+    let stack = map_stack();
     if stack == libc::MAP_FAILED {
         return;
     }
