@@ -225,7 +225,7 @@ fn enum_codes_and_utf8_are_validated() {
         seal(&b)
     };
     // Header: hold timing at 57, end reason at 58, collector (strict UTF-8) at 84.
-    for (at, v, field) in [(57, 3u8, "hold timing"), (58, 8, "end reason")] {
+    for (at, v, field) in [(57, 3u8, "hold timing"), (58, 9, "end reason")] {
         let mut p = header_payload();
         p[at] = v;
         let e = err(&seal(&frame(tag::HEADER, &p)));
