@@ -41,23 +41,26 @@ pub(super) fn first_use(cx: &Cx, slot: &Slot, k1: u64, site: usize, class: u32) 
     if FIRST_USES.fetch_add(1, Relaxed) >= MAX_FIRST_USES {
         return;
     }
+    let _ = count_stack_event(cx, k1, EventKind::FirstUse, site);
+}
+
+/// Captures the caller's stack and counts one `kind` event of lock `k1` with it (no holder).
+/// Returns the stack's hash, `None` when the stack did not fit; a stack or event that did not
+/// fit is counted as a dropped stack.
+#[inline(never)]
+fn count_stack_event(cx: &Cx, k1: u64, kind: EventKind, site: usize) -> Option<u64> {
     let mut frames = [0u64; MAX_FRAMES];
     let n = capture_stack(cx, site, &mut frames);
     let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
         cx.shard.stacks_dropped.add(1);
-        return;
+        return None;
     };
-    let k = EventKey {
-        lock: k1,
-        kind: EventKind::FirstUse,
-        stack: hash,
-        holder_site: 0,
-        holder_stack: 0,
-    };
+    let k = EventKey { lock: k1, kind, stack: hash, holder_site: 0, holder_stack: 0 };
     match cx.shard.events.get(&k) {
         Some(e) => e.count.add(1),
         None => cx.shard.stacks_dropped.add(1),
     }
+    Some(hash)
 }
 
 /// The caller's stack, innermost first, into `out`; at least the call site. Returns the length.
@@ -258,24 +261,7 @@ pub(super) fn keep_wait(cx: &Cx, k1: u64, c: &Contention, t0: u64, t1: u64, stac
 /// Records a sampled acquisition's stack; returns its hash (0 if dropped).
 #[cold]
 pub(super) fn record_sample(cx: &Cx, k1: u64, site: usize) -> u64 {
-    let mut frames = [0u64; MAX_FRAMES];
-    let n = capture_stack(cx, site, &mut frames);
-    let Some(hash) = cx.shard.stacks.intern(frames.get(..n).unwrap_or(&[])) else {
-        cx.shard.stacks_dropped.add(1);
-        return 0;
-    };
-    let k = EventKey {
-        lock: k1,
-        kind: EventKind::Sampled,
-        stack: hash,
-        holder_site: 0,
-        holder_stack: 0,
-    };
-    match cx.shard.events.get(&k) {
-        Some(e) => e.count.add(1),
-        None => cx.shard.stacks_dropped.add(1),
-    }
-    hash
+    count_stack_event(cx, k1, EventKind::Sampled, site).unwrap_or(0)
 }
 
 /// Whether this acquisition's stack is sampled.
