@@ -384,12 +384,15 @@ fn run_kernel_gives_one_profile_with_user_and_kernel_locks() {
     p.check_consistency();
     p.eq("collector", sf(p.header(), "collector"), Some("preload+kernel"));
     // The user lock, exact as ever, and the kernel's view of it folded in, not a second lock.
-    let hot = p.expect_lock("hot_mutex", "mutex", threads * iters);
+    // main's one acquisition, held while the workers start, beside theirs (the program's count).
+    let hot = p.expect_lock("hot_mutex", "mutex", threads * iters + 1);
+    assert!(ran.stdout.contains(&format!("acquisitions {}", threads * iters + 1)), "{ran}");
     p.eq("hot_mutex: origin", sf(hot, "origin"), Some("preload"));
     // A waiter may sleep more than once per acquisition (woken, it can lose the race), but
     // only while it waits: the sleeps lie inside the wait the preload measured (two clocks: 1%).
     let (slept, slept_ns) = (u(hot, "kernel_sleeps"), u(hot, "kernel_sleep_ns"));
-    p.check(u(hot, "contended") == 0 || slept > 0, "hot_mutex was contended but never slept");
+    // main held it for 50 ms while the workers started: some of them slept in the kernel.
+    p.check(slept > 0, "hot_mutex's waiters never slept in the kernel while main held it");
     p.check(
         slept_ns as f64 <= u(hot, "wait_ns_total") as f64 * 1.01 + 10_000.0,
         format!("hot_mutex: slept {slept_ns} ns, longer than it waited"),
@@ -426,8 +429,9 @@ fn run_kernel_waits_for_the_guardian_of_a_killed_program() {
     p.expect_nothing_dropped();
     p.expect_end("killed", Some(libc::SIGKILL as u64));
     p.eq("collector", sf(p.header(), "collector"), Some("preload+kernel"));
-    let hot = p.expect_lock("hot_mutex", "mutex", threads * iters);
-    p.check(u(hot, "contended") == 0 || u(hot, "kernel_sleeps") > 0, "no kernel sleeps folded in");
+    let hot = p.expect_lock("hot_mutex", "mutex", threads * iters + 1);
+    // main held it for 50 ms while the workers started: some of them slept in the kernel.
+    p.check(u(hot, "kernel_sleeps") > 0, "no kernel sleeps folded in");
     p.check(
         p.locks().iter().any(|l| sf(l, "origin") == Some("kernel")),
         "no kernel lock in the profile",

@@ -2,12 +2,15 @@
 // contention): for `run --kernel`, one profile with the user lock, how often its waiters slept
 // in the kernel, and the kernel's locks. Usage: kernelmix THREADS ITERATIONS [kill9]
 // (kill9: after printing the counter, the program raises SIGKILL, so no handler of its runs)
+// main holds hot_mutex for 50 ms while the workers start, so at least one waiter sleeps in the
+// kernel whatever the scheduler does; it prints its acquisitions as "acquisitions N".
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static pthread_mutex_t hot_mutex = PTHREAD_MUTEX_INITIALIZER;
 static long counter;
@@ -34,9 +37,13 @@ int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 4;
     iters = argc > 2 ? atoi(argv[2]) : 20000;
     pthread_t t[64];
+    pthread_mutex_lock(&hot_mutex);
     for (int i = 0; i < n && i < 64; i++) pthread_create(&t[i], NULL, worker, NULL);
+    usleep(50000);
+    pthread_mutex_unlock(&hot_mutex);
     for (int i = 0; i < n && i < 64; i++) pthread_join(t[i], NULL);
     printf("counter %ld\n", counter);
+    printf("acquisitions %ld\n", counter + 1);
     if (argc > 3 && !strcmp(argv[3], "kill9")) {
         fflush(stdout);
         raise(SIGKILL);
