@@ -50,7 +50,8 @@ pub(crate) fn start(pid: i32, guardian: i32, exec_fd: i32, done_fd: i32) {
     // SAFETY: `top` is the aligned top of a fresh stack; `watcher` never returns into this frame
     // (the trampoline calls exit). Without CLONE_VM the watcher runs on its own copy of the
     // stack, so ours is unmapped at once.
-    unsafe { crate::guard::clone_on(0, top - 64, watcher, args) };
+    let pid = unsafe { crate::guard::clone_on(0, top - 64, watcher, args) };
+    crate::guard::set_watcher(pid as i32);
     // SAFETY: our copy of the watcher's stack, used by nothing of ours.
     unsafe { libc::munmap(stack, STACK) };
 }
