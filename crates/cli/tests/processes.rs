@@ -9,7 +9,7 @@
 //! locks, named with its launchers; its default report shows the program's locks with exact
 //! counts, and `report --by process` lists every process.
 //!
-//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c,
+//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c, underfork.c,
 //! hammer.c (under the launcher scripts the tests write).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test processes`; the harness builds the
@@ -558,4 +558,32 @@ fn lockmeter_under_strace_f_ends_and_its_profile_is_exact() {
     assert!(ran.stdout.contains("ok 6000"), "{ran}");
     let p = Profile::load(&out, &ran);
     p.expect_lock("big_lock", "mutex", 6000);
+}
+
+/// A child made without fork's handlers (`_Fork`, a raw `clone`) shares the collector's tables
+/// with its parent until it could have its own; it is not metered (its hooks pass through, and it
+/// writes no profile): the parent's profile holds the parent's acquisitions only.
+fn underfork(mode: &str) {
+    let s = Scratch::new(&format!("underfork{mode}"));
+    let exe = s.compile("underfork");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[mode, "1000", "100"]);
+    ran.expect_code(0);
+    let w: Vec<&str> = ran.stdout.split_whitespace().collect();
+    assert_eq!(w.len(), 4, "{ran}");
+    let (parent, child): (u64, u64) = (w[1].parse().unwrap(), w[3].parse().unwrap());
+    assert_eq!((parent, child), (1000, 100), "{ran}");
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 1, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_lock("fork_lock", "mutex", parent);
+}
+
+#[test]
+fn a_fork_child_without_fork_handlers_is_not_counted_in_its_parent() {
+    underfork("_fork");
+}
+
+#[test]
+fn a_raw_clone_child_is_not_counted_in_its_parent() {
+    underfork("clone");
 }
