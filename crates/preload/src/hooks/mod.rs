@@ -7,10 +7,11 @@
 //! the real function left it.
 //!
 //! One file per lock family: `mutex.rs`, `rwlock.rs`, `spin.rs`, `cond.rs`, `sem.rs`, `c11.rs`
-//! (`<threads.h>`), `process.rs` (`_exit`, `exec*`), `thread.rs` (`pthread_create`) and
-//! `wait.rs` (waits for any child, which would see the guardian and the watcher); this file holds
-//! the trampoline macro, the macro that writes each lock type's unlock, init and destroy hooks
-//! (`lock_trio!`), and the start and end of a lock identity (init and destroy).
+//! (`<threads.h>`), `process.rs` (`_exit`, `exec*`), `thread.rs` (`pthread_create`), `wait.rs`
+//! (waits for any child, which would see the guardian and the watcher) and `dl.rs` (`dlopen`:
+//! the maps the watcher writes); this file holds the trampoline macro, the macro that writes each
+//! lock type's unlock, init and destroy hooks (`lock_trio!`), and the start and end of a lock
+//! identity (init and destroy).
 
 use crate::state::{enter, leave};
 use lockmeter_core::LockKind;
@@ -107,6 +108,7 @@ macro_rules! lock_trio {
 
 mod c11;
 mod cond;
+mod dl;
 mod mutex;
 mod process;
 mod rwlock;
