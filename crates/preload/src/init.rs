@@ -28,7 +28,7 @@ fn init_inner() {
     // The collector's memory is shared with the watcher (started with the guardian), before any
     // table is mapped.
     if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
-        crate::shared::init();
+        crate::shared::init(env_count(&settings::MAX_MEMORY));
     }
     // SAFETY: glibc's own variables of these names, or null.
     unsafe {
