@@ -9,6 +9,12 @@
 //! locks, named with its launchers; its default report shows the program's locks with exact
 //! counts, and `report --by process` lists every process.
 //!
+//! `strace -f` ends both under `lockmeter run` and around it (it waits for any child until none
+//! is left, which used to include its own guardian and watcher). Children made without fork's
+//! handlers (glibc's `_Fork`, a raw `clone`) are not metered: their parent's profile holds the
+//! parent's acquisitions only. Tests that need strace are skipped, with a printed reason, without
+//! it.
+//!
 //! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c, underfork.c,
 //! hammer.c (under the launcher scripts the tests write).
 //!
