@@ -559,7 +559,7 @@ fn lockmeter_under_strace_f_ends_and_its_profile_is_exact() {
         .current_dir(&s.dir)
         .env("LOCKMETER_PRELOAD", preload())
         .env_remove("LD_PRELOAD");
-    let ran = finish(format!("strace -f lockmeter run hammer"), spawn(&mut cmd), b"", STRACE_LIMIT);
+    let ran = finish("strace -f lockmeter run hammer".into(), spawn(&mut cmd), b"", STRACE_LIMIT);
     ran.expect_code(0);
     assert!(ran.stdout.contains("ok 6000"), "{ran}");
     let p = Profile::load(&out, &ran);
