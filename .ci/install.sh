@@ -32,6 +32,8 @@ $only_build || command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 $only_build || command -v memcaslap >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 # sysbench mutex: a many-mutex workload in the limits tests (skipped without it) and `overhead`.
 $only_build || command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
+# strace -f runs a metered program, and is metered itself, in processes.rs.
+$only_build || command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 # mutrace (a column of `overhead` where installed) is not packaged for Debian 12: not installed
 # here; `overhead` says "not run: not installed".
 if [ ${#need_apt[@]} -gt 0 ]; then

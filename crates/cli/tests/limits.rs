@@ -5,9 +5,12 @@
 //! nothing is lost (100 000 distinct locks; sysbench with 4096 mutexes where sysbench is
 //! installed); a million short-lived locks fold into their classes, exactly. The collector's own
 //! memory is what it keeps resident, never more than the whole process's resident memory.
+//! Out of address space, `pthread_create` fails with `EAGAIN` as it does without the collector
+//! (it used to abort in the collector's own allocation); under `ulimit -v` the collector reserves
+//! no more than the limit leaves room for, and the profile is complete.
 //!
 //! Ground-truth programs (`tests/programs/`): churn.c, distinct.c, hammer.c, lifetimes.c,
-//! many_locks.c, million.c, named_many.c, nested.c, per_request.c, reuse.c.
+//! many_locks.c, million.c, named_many.c, nested.c, per_request.c, reuse.c, threads_oom.c.
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test limits`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -475,4 +478,65 @@ fn the_collectors_memory_is_resident_bytes_within_the_processs_rss() {
         mem <= rss_kib * 1024,
         format!("overhead.memory_bytes {mem} <= the process's VmRSS {} bytes", rss_kib * 1024),
     );
+}
+
+/// The number after `name` in a program's output.
+fn printed(ran: &Ran, name: &str) -> u64 {
+    let w: Vec<&str> = ran.stdout.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == name).unwrap_or_else(|| panic!("no {name}\n{ran}"));
+    w[i + 1].parse().unwrap_or_else(|_| panic!("{name}\n{ran}"))
+}
+
+#[test]
+fn out_of_address_space_pthread_create_fails_with_eagain_not_an_abort() {
+    // RLIMIT_AS a few MiB above the process's size: threads are created until the limit. The
+    // collector builds an unwind cache in each pthread_create; a failed allocation there aborted
+    // the program. Now the program sees EAGAIN, as it does without the collector.
+    let s = Scratch::new("threads-oom");
+    let exe = s.compile("threads_oom");
+    let plain = run_plain(&s.dir, &exe, &[]);
+    plain.expect_code(0);
+    assert!(plain.stdout.contains("error EAGAIN"), "{plain}");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("error EAGAIN"), "{ran}");
+    let (threads, locks, main) =
+        (printed(&ran, "threads"), printed(&ran, "locks"), printed(&ran, "main_locks"));
+    assert_eq!(threads, locks, "{ran}");
+    assert!(threads > 0, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_lock("spawn_lock", "mutex", threads + main);
+}
+
+#[test]
+fn under_ulimit_v_the_program_runs_and_its_profile_is_complete() {
+    // The collector's shared arena is sized from --max-memory and within what RLIMIT_AS leaves:
+    // a 256 MiB (or larger) reservation used to take the program's room for its thread stacks.
+    let s = Scratch::new("ulimit-v");
+    let exe = s.compile("hammer");
+    let out = s.path("p.lmp");
+    let script = format!(
+        "ulimit -v 300000 && exec {} run -q -o {} -- {} 3 2000",
+        lockmeter_bin().display(),
+        out.display(),
+        exe.display()
+    );
+    let cmd = lockmeter_cmd(&s.dir);
+    // The same environment as `lockmeter` gets, but started through bash for `ulimit`.
+    let mut sh = std::process::Command::new("bash");
+    sh.args(["-c", &script]).current_dir(&s.dir);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    let ran = finish(format!("bash -c '{script}'"), spawn(&mut sh), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("ok 6000"), "{ran}");
+    let p = Profile::load(&out, &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.expect_lock("big_lock", "mutex", 6000);
 }

@@ -5,9 +5,10 @@
 //! printed before it was killed, and its end is `oom_killed` (signal 9) when the kernel's log is
 //! readable, `killed` (signal 9) otherwise. A fork child killed so leaves its own profile (the
 //! watcher its fork started) and its parent's profile has none of the child's locks (the child
-//! copied the shared tables before it locked).
+//! copied the shared tables before it locked). A library the program loaded with `dlopen` before
+//! it was killed is in the watcher's profile: its lock is named and its site symbolized.
 //!
-//! Ground-truth program (`tests/programs/`): oom.c.
+//! Ground-truth programs (`tests/programs/`): oom.c, shlib.c.
 //!
 //! Needs gcc, root and a memory cgroup controller; skipped with a printed reason otherwise. Run
 //! with `cargo test -p lockmeter --test oom`.
@@ -105,6 +106,14 @@ fn field(stdout: &str, name: &str) -> u64 {
 /// Runs `oom ARGS` under `lockmeter run` in a fresh 64 MiB memory cgroup (only the program in
 /// it); `None`, with a printed reason, where that cannot be done.
 fn run_in_cgroup(test: &str, args: &str) -> Option<(Scratch, Ran, Cgroup)> {
+    run_in_cgroup_with(test, |_| args.to_string())
+}
+
+/// [`run_in_cgroup`] with the arguments made once the scratch directory exists.
+fn run_in_cgroup_with(
+    test: &str,
+    args: impl FnOnce(&Scratch) -> String,
+) -> Option<(Scratch, Ran, Cgroup)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED {test}: needs root to make a memory cgroup");
@@ -119,6 +128,7 @@ fn run_in_cgroup(test: &str, args: &str) -> Option<(Scratch, Ran, Cgroup)> {
     };
     let s = Scratch::new(test);
     let exe = s.compile("oom");
+    let args = args(&s);
     // Only the program goes into the cgroup: the shell moves itself there, then execs it.
     let script =
         format!("echo $$ > {}/cgroup.procs && exec {} {args}", cg.dir.display(), exe.display());
@@ -183,4 +193,27 @@ fn an_oom_killed_fork_child_leaves_its_own_profile_and_its_parent_its_own() {
     child.expect_nothing_dropped();
     child.expect_lock("child_lock", "mutex", field(&ran.stdout, "child_lock"));
     expect_oom_end(child, true);
+}
+
+#[test]
+fn an_oom_kill_after_dlopen_leaves_the_library_named_and_symbolized() {
+    let test = "an_oom_kill_after_dlopen_leaves_the_library_named_and_symbolized";
+    let Some((s, ran, _cg)) = run_in_cgroup_with(test, |s| {
+        let lib = s.compile_with("shlib", "libe2eshlib.so", &["-fPIC", "-shared"]);
+        format!("500 1 dlopen {}", lib.display())
+    }) else {
+        return;
+    };
+    ran.expect_code(137);
+    let images = split_run(&s, "p.lmp", &ran);
+    let p = Profile::load(images.last().expect("a profile"), &ran);
+    p.check_consistency();
+    expect_oom_end(&p, false);
+    let n = field(&ran.stdout, "shlib_lock");
+    p.expect_lock("oom_lock", "mutex", field(&ran.stdout, "oom_lock"));
+    let l = p.expect_lock("shlib_lock", "mutex", n);
+    let site = &l["sites"][0];
+    let f = sf(site, "function").unwrap_or("");
+    p.check(f.starts_with("shlib_take+0x"), format!("shlib_lock's site {f} is shlib_take"));
+    p.eq("shlib_lock's site module", sf(site, "module"), Some("libe2eshlib.so"));
 }

@@ -9,7 +9,13 @@
 //! locks, named with its launchers; its default report shows the program's locks with exact
 //! counts, and `report --by process` lists every process.
 //!
-//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c,
+//! `strace -f` ends both under `lockmeter run` and around it (it waits for any child until none
+//! is left, which used to include its own guardian and watcher). Children made without fork's
+//! handlers (glibc's `_Fork`, a raw `clone`) are not metered: their parent's profile holds the
+//! parent's acquisitions only. Tests that need strace are skipped, with a printed reason, without
+//! it.
+//!
+//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c, underfork.c,
 //! hammer.c (under the launcher scripts the tests write).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test processes`; the harness builds the
@@ -506,4 +512,84 @@ fn a_process_that_outlives_the_program_is_named_as_not_collected() {
     assert!(line.contains(&format!("[{bg}]")), "{line}\n{ran}");
     assert!(line.contains(tmp.to_str().unwrap()), "{line}\n{ran}");
     Profile::load(&out, &ran).expect_lock("big_lock", "mutex", 300);
+}
+
+/// strace, or `None` with the reason printed (`.ci/install.sh` installs it).
+fn strace() -> Option<std::path::PathBuf> {
+    match which("strace") {
+        Ok(p) => Some(p),
+        Err(()) => {
+            eprintln!("skipped: strace is not installed (.ci/install.sh installs it)");
+            None
+        }
+    }
+}
+
+/// Time limit of the strace runs: they hung forever before (strace waited for its own guardian).
+const STRACE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+#[test]
+fn a_metered_strace_f_ends_and_its_tracee_profile_is_exact() {
+    // strace -f waits for any child (`__WALL`) until none is left: it used to wait forever for
+    // its own guardian and watcher, which wait for it to end.
+    let Some(strace) = strace() else { return };
+    let s = Scratch::new("strace-in");
+    let exe = s.compile("hammer");
+    let out = s.path("p.lmp");
+    let args = ["run", "-o", out.to_str().unwrap(), "--", strace.to_str().unwrap(), "-f"];
+    let rest = ["-o", "/dev/null", exe.to_str().unwrap(), "3", "2000"];
+    let all: Vec<&str> = args.iter().chain(rest.iter()).copied().collect();
+    let ran = lockmeter_with(&s.dir, &all, b"", STRACE_LIMIT);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("ok 6000"), "{ran}");
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("big_lock", "mutex", 6000);
+}
+
+#[test]
+fn lockmeter_under_strace_f_ends_and_its_profile_is_exact() {
+    let Some(strace) = strace() else { return };
+    let s = Scratch::new("strace-out");
+    let exe = s.compile("hammer");
+    let out = s.path("p.lmp");
+    let mut cmd = std::process::Command::new(&strace);
+    cmd.args(["-f", "-o", "/dev/null"])
+        .arg(lockmeter_bin())
+        .args(["run", "-q", "-o", out.to_str().unwrap(), "--", exe.to_str().unwrap(), "3", "2000"])
+        .current_dir(&s.dir)
+        .env("LOCKMETER_PRELOAD", preload())
+        .env_remove("LD_PRELOAD");
+    let ran = finish("strace -f lockmeter run hammer".into(), spawn(&mut cmd), b"", STRACE_LIMIT);
+    ran.expect_code(0);
+    assert!(ran.stdout.contains("ok 6000"), "{ran}");
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("big_lock", "mutex", 6000);
+}
+
+/// A child made without fork's handlers (`_Fork`, a raw `clone`) shares the collector's tables
+/// with its parent until it could have its own; it is not metered (its hooks pass through, and it
+/// writes no profile): the parent's profile holds the parent's acquisitions only.
+fn underfork(mode: &str) {
+    let s = Scratch::new(&format!("underfork{mode}"));
+    let exe = s.compile("underfork");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &[mode, "1000", "100"]);
+    ran.expect_code(0);
+    let w: Vec<&str> = ran.stdout.split_whitespace().collect();
+    assert_eq!(w.len(), 4, "{ran}");
+    let (parent, child): (u64, u64) = (w[1].parse().unwrap(), w[3].parse().unwrap());
+    assert_eq!((parent, child), (1000, 100), "{ran}");
+    assert_eq!(s.files_with_prefix("p.lmp").len(), 1, "{ran}");
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_lock("fork_lock", "mutex", parent);
+}
+
+#[test]
+fn a_fork_child_without_fork_handlers_is_not_counted_in_its_parent() {
+    underfork("_fork");
+}
+
+#[test]
+fn a_raw_clone_child_is_not_counted_in_its_parent() {
+    underfork("clone");
 }

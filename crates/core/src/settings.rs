@@ -294,7 +294,7 @@ setting!(
     Value::Size { default: 1 << 30, min: 1 << 20, max: 1 << 44 },
     "SIZE",
     "1G",
-    "Most memory the collector keeps (K, M, G suffixes): its fixed tables, and each record at the most it can use (about 1.3 KB with both full histograms; tables grow on demand). Acquisitions of records that do not fit are counted as dropped, by lock and call site."
+    "Most memory the collector keeps (K, M, G suffixes): its fixed tables, and each record at the most it can use (about 1.3 KB with both full histograms; tables grow on demand). Acquisitions of records that do not fit are counted as dropped, by lock and call site. It also sizes the address space reserved, not used, for the tables the watcher shares: 4 times SIZE plus 256 MiB, at most 64 GiB and a quarter of what `ulimit -v` leaves."
 );
 setting!(
     THREADS,

@@ -29,6 +29,19 @@ use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
 static EXEC_FD: AtomicI32 = AtomicI32::new(-1);
 /// `lockmeter run`'s pipe (`LOCKMETER_GUARD_FD`), -1 when none.
 static DONE_FD: AtomicI32 = AtomicI32::new(-1);
+/// This image's guardian and watcher (children of the process that started them), 0 when none.
+static HELPERS: [AtomicI32; 2] = [const { AtomicI32::new(0) }; 2];
+
+/// The pids of this process's guardian and watcher (0 for one not running); `hooks/wait.rs` keeps
+/// them out of the program's waits for any child.
+pub(crate) fn helpers() -> [i32; 2] {
+    [HELPERS[0].load(Relaxed), HELPERS[1].load(Relaxed)]
+}
+
+/// Records the watcher's pid (`watch::start`).
+pub(crate) fn set_watcher(pid: i32) {
+    HELPERS[1].store(pid.max(0), Relaxed);
+}
 
 /// The stack of a guardian or watcher (reserved, touched as used).
 pub(crate) const STACK: usize = 8 << 20;
@@ -102,6 +115,8 @@ pub(crate) type Beside = fn(i32, i32, i32, i32);
 /// In a fork child: the parent's exec pipe is not ours; start our own guardian (and `beside`).
 pub(crate) fn after_fork(beside: Beside) {
     let fd = EXEC_FD.swap(-1, Relaxed);
+    // The parent's guardian and watcher are not this child's children.
+    HELPERS.iter().for_each(|h| h.store(0, Relaxed));
     if fd >= 0 {
         let saved = crate::sys::errno();
         raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
@@ -151,6 +166,7 @@ pub(crate) fn start(beside: Beside) {
     // frame (the trampoline calls exit), and takes `args`, which lives on that stack.
     let pid = unsafe { clone_on(libc::CLONE_VM as usize, top - 64, guardian, args.cast()) };
     if pid > 0 {
+        HELPERS[0].store(pid as i32, Relaxed);
         beside(dump::PID.load(Relaxed) as i32, pid as i32, fds[0], DONE_FD.load(Relaxed));
     }
     raw(libc::SYS_rt_sigprocmask, [libc::SIG_SETMASK as usize, &old as *const u64 as usize, 0, 8]);

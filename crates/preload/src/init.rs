@@ -28,7 +28,7 @@ fn init_inner() {
     // The collector's memory is shared with the watcher (started with the guardian), before any
     // table is mapped.
     if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
-        crate::shared::init();
+        crate::shared::init(env_count(&settings::MAX_MEMORY));
     }
     // SAFETY: glibc's own variables of these names, or null.
     unsafe {
@@ -110,6 +110,7 @@ fn init_inner() {
     calibrate_overhead();
     calibrate_stacks();
     state::init_recycling();
+    state::init_own();
 
     dump::START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
     dump::START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
@@ -300,6 +301,9 @@ extern "C" fn on_fork_child() {
     crate::swap::reset_for_child();
     crate::swap_rw::reset_for_child();
     crate::guard::after_fork(crate::watch::start);
+    // Its tables are its own: metering goes on (the page of `own_process` read zero since the
+    // fork).
+    state::own_again();
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

@@ -29,6 +29,7 @@
 //! [`lockmeter_core::settings`]; `lockmeter run` derives its flags from the same table, and the
 //! README's settings section is generated from it.
 
+mod alloc;
 mod classes;
 mod control;
 mod cost;
@@ -53,3 +54,6 @@ mod sys;
 mod timeline;
 mod unwind;
 mod watch;
+
+#[global_allocator]
+static ALLOC: alloc::Alloc = alloc::Alloc;

@@ -191,6 +191,10 @@ reals! {
     cond_broadcast = "pthread_cond_broadcast" @ COND_VERSION: fn(c: *mut pthread_cond_t) -> c_int;
     cond_clockwait = "pthread_cond_clockwait": fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int;
     thread_create = "pthread_create": fn(t: *mut libc::pthread_t, a: *const libc::pthread_attr_t, f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> c_int;
+    dlopen = "dlopen": fn(file: *const c_char, mode: c_int) -> *mut c_void;
+    wait4 = "wait4": fn(pid: libc::pid_t, status: *mut c_int, options: c_int, usage: *mut libc::rusage) -> libc::pid_t;
+    waitpid = "waitpid": fn(pid: libc::pid_t, status: *mut c_int, options: c_int) -> libc::pid_t;
+    waitid = "waitid": fn(idtype: libc::idtype_t, id: libc::id_t, info: *mut libc::siginfo_t, options: c_int) -> c_int;
     exit_ = "_exit": fn(status: c_int) -> ();
     exit_upper = "_Exit": fn(status: c_int) -> ();
     execve = "execve": fn(p: *const c_char, a: *const *const c_char, e: *const *const c_char) -> c_int;

@@ -3,7 +3,8 @@
 //! spares it) that writes the profile when the program and its guardian were killed together.
 //!
 //! Two ranges are `MAP_SHARED`, at the same addresses in the program and its watcher:
-//! - the *arena*: one large reserved mapping (`MAP_NORESERVE`, touched only as it fills) made in
+//! - the *arena*: one large reserved mapping (`MAP_NORESERVE`, touched only as it fills; sized
+//!   from `--max-memory`, within the address space `RLIMIT_AS` leaves) made in
 //!   the constructor before the watcher starts, from which every long-lived table of the
 //!   collector is carved ([`map`], a lock-free bump pointer), so that tables made later (a new
 //!   thread's) are seen by the watcher too; a table given back ([`release`]) has its pages freed
@@ -20,9 +21,38 @@ use crate::sys;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
-/// The arena's size, halved on refusal (`RLIMIT_AS`, strict overcommit) down to [`ARENA_MIN`].
+/// The arena's size: [`arena_size`] of `--max-memory`, halved on refusal down to [`ARENA_MIN`].
 const ARENA_MAX: usize = 64 << 30;
-const ARENA_MIN: usize = 256 << 20;
+const ARENA_MIN: usize = 16 << 20;
+/// The arena's size under strict overcommit (`vm.overcommit_memory=2`), where a shared mapping
+/// is charged in full to the system's commit limit (`MAP_NORESERVE` is ignored).
+const ARENA_STRICT: usize = 64 << 20;
+
+/// The arena's size for `max_memory` (`--max-memory`): room for the records four times over
+/// (record tables are reserved larger than they fill; the fixed tables, stacks and events come
+/// on top) plus 256 MiB, at most [`ARENA_MAX`]; at most a quarter of the address space left
+/// under `RLIMIT_AS`; [`ARENA_STRICT`] under strict overcommit.
+fn arena_size(max_memory: u64) -> usize {
+    let want = (max_memory as usize).saturating_mul(4).saturating_add(256 << 20).min(ARENA_MAX);
+    let mut size = want;
+    let mut buf = [0u8; 16];
+    if crate::sys::read_file(c"/proc/sys/vm/overcommit_memory", &mut buf).first() == Some(&b'2') {
+        size = size.min(ARENA_STRICT);
+    }
+    // SAFETY: an all-zero rlimit is a valid buffer for getrlimit to fill.
+    let mut lim: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+        && lim.rlim_cur != libc::RLIM_INFINITY
+    {
+        let mut statm = [0u8; 128];
+        let used = crate::sys::read_file(c"/proc/self/statm", &mut statm);
+        let pages = used.split(|&c| c == b' ').next().and_then(crate::sys::parse_u64).unwrap_or(0);
+        let used = (pages as usize).saturating_mul(page());
+        size = size.min((lim.rlim_cur as usize).saturating_sub(used) / 4);
+    }
+    size
+}
 
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
 static BASE: AtomicUsize = AtomicUsize::new(0);
@@ -64,9 +94,10 @@ fn map_anon(len: usize, kind: c_int) -> *mut u8 {
 }
 
 /// Makes the preload's data and the arena shared (the constructor, before any table is mapped
-/// and before any other thread of ours runs). False, and everything private as before, on
-/// failure.
-pub(crate) fn init() -> bool {
+/// and before any other thread of ours runs), the arena sized for `max_memory` (`--max-memory`).
+/// False, and everything private as before, on failure (said on stderr when no arena could be
+/// reserved: then no watcher runs).
+pub(crate) fn init(max_memory: u64) -> bool {
     // SAFETY: sysconf has no preconditions.
     let pg = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if pg > 0 {
@@ -79,7 +110,7 @@ pub(crate) fn init() -> bool {
     }
     DATA_START.store(start, Relaxed);
     DATA_LEN.store(len, Relaxed);
-    let mut size = ARENA_MAX;
+    let mut size = page_up(arena_size(max_memory));
     while size >= ARENA_MIN {
         let p = map_anon_shared(size);
         if !p.is_null() {
@@ -87,8 +118,9 @@ pub(crate) fn init() -> bool {
             SIZE.store(size, Relaxed);
             return true;
         }
-        size /= 2;
+        size = page_up(size / 2);
     }
+    sys::write_stderr(b"lockmeter: no address space to share the collector's tables with its watcher (ulimit -v, vm.overcommit_memory=2): if an OOM kill ends the program, no profile is written; raise the limit to keep one\n");
     false
 }
 

@@ -69,7 +69,9 @@ pub(crate) fn init(caches: usize) {
 }
 
 /// Builds caches until the pool holds one for each thread created so far and for the main
-/// thread, plus [`SPARE`] (within the thread limit). Allocates: called by the constructor and by
+/// thread, plus [`SPARE`] (within the thread limit), in memory mapped for them first: none when
+/// that is refused (out of memory: the thread will have no stacks; `pthread_create` then fails or
+/// not exactly as it would have without us). Allocates: called by the constructor and by
 /// `pthread_create`, never by a lock hook. A thread that finds another building returns at once.
 pub(crate) fn top_up() {
     let want = POOL_WANT.load(Relaxed);
@@ -83,10 +85,16 @@ pub(crate) fn top_up() {
         return;
     }
     let mut len = POOL_LEN.load(Relaxed);
-    while len < target() {
-        POOL[len].store(Box::into_raw(Box::new(TheCache::new_in())), Relaxed);
-        len += 1;
-        POOL_LEN.store(len, Release);
+    let first = len;
+    let count = target().saturating_sub(len);
+    // The caches' memory is mapped first, where a refusal is seen (no cache is built then): a
+    // failed allocation inside framehop would abort the program (crate::alloc).
+    if let Some(_region) = crate::alloc::Region::map(count * crate::alloc::PER_CACHE) {
+        while len < target() && len < first + count {
+            POOL[len].store(Box::into_raw(Box::new(TheCache::new_in())), Relaxed);
+            len += 1;
+            POOL_LEN.store(len, Release);
+        }
     }
     BUILDING.store(false, Release);
 }

@@ -15,8 +15,9 @@
 //! profile, it writes it with the ordinary writer: how the program ended from the zombie's
 //! `/proc/PID/stat` (`run` keeps it), whether the OOM killer killed it from the kernel's log
 //! (`/dev/kmsg`, read from where it stood when the watcher started; without access the profile
-//! says only "killed"). The memory maps in the profile are the watcher's: the program's as they
-//! were when the watcher started (libraries loaded later with `dlopen` are missing).
+//! says only "killed"). The memory maps in the profile are the program's as of its last `dlopen`
+//! (a copy in the shared arena, `dump/maps.rs`), or else the watcher's own: the program's as they
+//! were when the watcher started.
 //!
 //! It carries the guardian's name, so `run` waits for it only while it writes (`cli/src/guards.rs`).
 
@@ -50,7 +51,8 @@ pub(crate) fn start(pid: i32, guardian: i32, exec_fd: i32, done_fd: i32) {
     // SAFETY: `top` is the aligned top of a fresh stack; `watcher` never returns into this frame
     // (the trampoline calls exit). Without CLONE_VM the watcher runs on its own copy of the
     // stack, so ours is unmapped at once.
-    unsafe { crate::guard::clone_on(0, top - 64, watcher, args) };
+    let pid = unsafe { crate::guard::clone_on(0, top - 64, watcher, args) };
+    crate::guard::set_watcher(pid as i32);
     // SAFETY: our copy of the watcher's stack, used by nothing of ours.
     unsafe { libc::munmap(stack, STACK) };
 }

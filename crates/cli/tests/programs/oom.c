@@ -5,8 +5,12 @@
  * and it still lives, it prints "not killed" and exits 99.
  * With "fork", a fork child does that instead: it takes child_lock N times, prints
  * "child_lock N" and allocates until killed; the parent waits for it, prints "child_status S"
- * (the wait status) and exits 0. */
+ * (the wait status) and exits 0.
+ * With "dlopen LIB", it then loads the library LIB (shlib.c) with dlopen, calls its shlib_take(N)
+ * (shlib_lock and shlib_private_lock N times each), prints "shlib_lock N", and allocates until
+ * killed. */
 #include "e2e_common.h"
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +46,19 @@ int main(int argc, char **argv) {
     for (long t = 0; t < threads; t++) OK(pthread_join(th[t], NULL));
     printf("oom_lock %ld\n", n * threads);
     fflush(stdout);
+    if (argc > 4 && !strcmp(argv[3], "dlopen")) {
+        void *lib = dlopen(argv[4], RTLD_NOW);
+        if (!lib) {
+            fprintf(stderr, "dlopen: %s\n", dlerror());
+            return 95;
+        }
+        void (*take)(long) = (void (*)(long))dlsym(lib, "shlib_take");
+        if (!take) return 94;
+        take(n);
+        printf("shlib_lock %ld\n", n);
+        fflush(stdout);
+        return eat_memory();
+    }
     if (argc > 3 && !strcmp(argv[3], "fork")) {
         pid_t pid = fork();
         if (pid < 0) return 96;

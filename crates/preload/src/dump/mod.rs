@@ -27,6 +27,7 @@ mod snapshot;
 
 pub(crate) use exec::{before_exec, env_with_image_seq, exec_failed};
 pub(crate) use file::send_all;
+pub(crate) use maps::note_loaded;
 pub(crate) use snapshot::{reset, sample, snapshot};
 
 use crate::state::{self, STATE};

@@ -7,9 +7,11 @@
 //! the real function left it.
 //!
 //! One file per lock family: `mutex.rs`, `rwlock.rs`, `spin.rs`, `cond.rs`, `sem.rs`, `c11.rs`
-//! (`<threads.h>`), and `process.rs` (`_exit`, `exec*`); this file holds the trampoline macro,
-//! the macro that writes each lock type's unlock, init and destroy hooks (`lock_trio!`), and the
-//! start and end of a lock identity (init and destroy).
+//! (`<threads.h>`), `process.rs` (`_exit`, `exec*`), `thread.rs` (`pthread_create`), `wait.rs`
+//! (waits for any child, which would see the guardian and the watcher) and `dl.rs` (`dlopen`:
+//! the maps the watcher writes); this file holds the trampoline macro, the macro that writes each
+//! lock type's unlock, init and destroy hooks (`lock_trio!`), and the start and end of a lock
+//! identity (init and destroy).
 
 use crate::state::{enter, leave};
 use lockmeter_core::LockKind;
@@ -106,12 +108,14 @@ macro_rules! lock_trio {
 
 mod c11;
 mod cond;
+mod dl;
 mod mutex;
 mod process;
 mod rwlock;
 mod sem;
 mod spin;
 mod thread;
+mod wait;
 
 /// A lock is initialized at `addr` by a call at `site`: a new identity, of that site's class.
 /// Bounded and lock-free: a class table probe (one CAS for a new class) and a registry lookup.

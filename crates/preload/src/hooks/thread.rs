@@ -17,10 +17,13 @@ pub unsafe extern "C" fn pthread_create(
     f: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
-    let saved = crate::sys::errno();
-    crate::unwind::thread_created();
-    crate::unwind::top_up();
-    crate::sys::set_errno(saved);
+    // A `_Fork` or raw `clone` child shares the pool with its parent: it must not fill it.
+    if crate::state::own_process() {
+        let saved = crate::sys::errno();
+        crate::unwind::thread_created();
+        crate::unwind::top_up();
+        crate::sys::set_errno(saved);
+    }
     // SAFETY: forwarded with the caller's arguments and contract.
     unsafe { real::thread_create(t, attr, f, arg) }
 }

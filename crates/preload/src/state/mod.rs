@@ -29,7 +29,9 @@ pub(crate) use shards::{
     ACQ_NO_SHARD, Cached, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack, THREADS_REFUSED,
     grow_lookups, init_recycling, shards,
 };
-pub(crate) use tls::{Cx, enter, leave, reset_thread, set_busy, unmetered};
+pub(crate) use tls::{
+    Cx, enter, init_own, leave, own_again, own_process, reset_thread, set_busy, unmetered,
+};
 
 use core::sync::atomic::AtomicU8;
 

@@ -6,7 +6,56 @@ use super::shards::{ACQ_NO_SHARD, Private, Shard, new_shard};
 use super::{READY, STATE};
 use core::cell::Cell;
 use core::ffi::c_int;
-use core::sync::atomic::Ordering::*;
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
+
+/// Nonzero while this process owns the collector's tables. It lives on a page the kernel zeroes
+/// in every child with a memory of its own (`MADV_WIPEONFORK`): a `fork` child's handler sets it
+/// again once it has tables of its own (`init::on_fork_child`), while the children of glibc's
+/// `_Fork` or a raw `clone`, which run no fork handler and share the tables with their parent,
+/// find zero and are not metered (their hooks pass through; their profile is never written,
+/// `dump::write_profile` being for `PID` only). Until the constructor maps the page (or where
+/// the kernel lacks `MADV_WIPEONFORK`, Linux < 4.14) it points at [`ALWAYS_OWN`].
+static OWN: AtomicPtr<AtomicU8> = AtomicPtr::new(&ALWAYS_OWN as *const AtomicU8 as *mut AtomicU8);
+static ALWAYS_OWN: AtomicU8 = AtomicU8::new(1);
+
+/// Whether this process owns the collector's tables (not a `_Fork` or raw `clone` child).
+#[inline(always)]
+pub(crate) fn own_process() -> bool {
+    // SAFETY: `OWN` points at `ALWAYS_OWN` or at the page `init_own` mapped, never unmapped.
+    unsafe { (*OWN.load(Relaxed)).load(Relaxed) != 0 }
+}
+
+/// Maps the page of [`OWN`] (constructor). Leaves the fallback where the kernel refuses.
+pub(crate) fn init_own() {
+    let saved = crate::sys::errno();
+    // SAFETY: a fresh anonymous private page; madvise on it alone.
+    unsafe {
+        let p = libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p != libc::MAP_FAILED {
+            if libc::madvise(p, 4096, libc::MADV_WIPEONFORK) == 0 {
+                let own = p as *mut AtomicU8;
+                (*own).store(1, Relaxed);
+                OWN.store(own, Release);
+            } else {
+                libc::munmap(p, 4096);
+            }
+        }
+    }
+    crate::sys::set_errno(saved);
+}
+
+/// In a fork child whose tables are its own now: metering may go on.
+pub(crate) fn own_again() {
+    // SAFETY: as in `own_process`.
+    unsafe { (*OWN.load(Relaxed)).store(1, Relaxed) };
+}
 
 /// The per-thread TLS block. All-zero is its initial state (no lazy init, no destructor).
 #[repr(C)]
@@ -91,7 +140,7 @@ impl Cx {
 /// Enters metering: `None` means pass through (not ready, re-entered, or no shard).
 #[inline(always)]
 pub(crate) fn enter() -> Option<Cx> {
-    if STATE.load(Relaxed) != READY {
+    if STATE.load(Relaxed) != READY || !own_process() {
         return None;
     }
     let t = tls()?;
@@ -126,6 +175,7 @@ pub(crate) fn unmetered(r: c_int) -> c_int {
     if (r == 0 || r == libc::EOWNERDEAD)
         && STATE.load(Relaxed) == READY
         && tls().is_some_and(|t| t.refused.get() && !t.busy.get())
+        && own_process()
     {
         ACQ_NO_SHARD.fetch_add(1, Relaxed);
     }
