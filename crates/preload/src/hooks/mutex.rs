@@ -36,15 +36,8 @@ unsafe fn mutex_acquire(
 ) -> c_int {
     // SAFETY: the caller's contract.
     if unsafe { is_robust(m) } {
-        return meter::lock_peek(
-            m as usize,
-            LockKind::Mutex,
-            Mode::Exclusive,
-            site,
-            // SAFETY: as above.
-            |me| unsafe { robust_held_by_other(m, me) },
-            lock,
-        );
+        // SAFETY: as above.
+        return unsafe { robust_acquire(m, site, lock) };
     }
     meter::lock_with(
         m as usize,
@@ -53,6 +46,27 @@ unsafe fn mutex_acquire(
         site,
         // SAFETY: as above.
         || unsafe { real::mutex_trylock(m) },
+        lock,
+    )
+}
+
+/// [`mutex_acquire`] of a robust mutex (out of line: the usual mutex's path stays short).
+///
+/// # Safety
+/// As for [`mutex_acquire`], and `m` is robust.
+#[inline(never)]
+unsafe fn robust_acquire(
+    m: *mut pthread_mutex_t,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    meter::lock_peek(
+        m as usize,
+        LockKind::Mutex,
+        Mode::Exclusive,
+        site,
+        // SAFETY: the caller's contract.
+        |me| unsafe { robust_held_by_other(m, me) },
         lock,
     )
 }
@@ -73,7 +87,7 @@ trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "r
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: the caller's mutex (the libc contract).
     if let Some(s) = unsafe { swap::for_lock(m, site) } {
-        return swapped_acquire(m, site, s, || s.lock());
+        return swapped_lock(m, site, s);
     }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
@@ -141,7 +155,7 @@ lock_trio! {
     unlock pthread_mutex_unlock(m) {
         // SAFETY: the caller's mutex (the libc contract).
         if let Some(s) = unsafe { swap::existing(m) } {
-            return meter::unlock_with(m as usize, || s.unlock());
+            return swapped_unlock(m, s);
         }
         // SAFETY: forwarded with the caller's arguments.
         meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
@@ -164,6 +178,18 @@ lock_trio! {
             }
         }
     }
+}
+
+/// `pthread_mutex_lock` of swapped mutex `m` (out of line: the usual mutex's path stays short).
+#[inline(never)]
+fn swapped_lock(m: *mut pthread_mutex_t, site: usize, s: swap::Swapped) -> c_int {
+    swapped_acquire(m, site, s, || s.lock())
+}
+
+/// `pthread_mutex_unlock` of swapped mutex `m` (out of line, as [`swapped_lock`]).
+#[inline(never)]
+fn swapped_unlock(m: *mut pthread_mutex_t, s: swap::Swapped) -> c_int {
+    meter::unlock_with(m as usize, || s.unlock())
 }
 
 /// A blocking acquisition of swapped mutex `m`: the lab lock's trylock, then `lock`.

@@ -95,8 +95,17 @@ unsafe fn cached_line<'a>(
     None
 }
 
-/// What [`lookup`] finds: the record, the registry slot and the lock's event key.
+/// What [`lookup`] finds: the record, the registry slot, and the slot's index and generation
+/// (`index << 32 | generation`), from which [`found_key`] makes the lock's event key when it is
+/// needed (rarely: a contended or sampled acquisition).
 pub(crate) type Found = (&'static LiveStats, &'static Slot, u64);
+
+/// The event key of the lock of a [`Found`] (`slot` at `idx_gen`: `index << 32 | generation`),
+/// taken in `kind` and `mode`.
+#[inline]
+fn found_key(slot: &Slot, idx_gen: u64, kind: LockKind, mode: Mode) -> u64 {
+    event_key((idx_gen >> 32) as u32, idx_gen as u32, slot.class.load(Relaxed), kind, mode)
+}
 
 /// Why [`lookup`] found no record; counted by [`lost`] only when the acquisition it was for
 /// happened (a lookup made before the real lock call may be for one that fails).
@@ -137,7 +146,7 @@ fn lost(cx: &Cx, why: Lost) {
 
 /// The record and registry slot for (lock, site, mode), through the thread's lookup cache (one
 /// probe of a thread-private line; the registry and the record table only when it misses), and
-/// the lock's event key. Counts nothing when it finds none (see [`Lost`]).
+/// the slot's index and generation (see [`Found`]). Counts nothing when it finds none (see [`Lost`]).
 #[inline(always)]
 pub(crate) fn lookup(
     cx: &Cx,
@@ -161,11 +170,27 @@ pub(crate) fn lookup(
         // after `slot_base` was set to the registry's first slot; slots are never unmapped.
         let slot = unsafe { &*base.add(idx as usize) };
         if slot.generation() == gen_ {
-            let k = event_key(idx, gen_, slot.class.load(Relaxed), kind, mode);
             // SAFETY: cached records live in the thread's table, never unmapped.
-            return Ok((unsafe { &(*c.entry).stats }, slot, k));
+            return Ok((unsafe { &(*c.entry).stats }, slot, c.slot_gen));
         }
     }
+    lookup_miss(cx, addr, kind, mode, site)
+}
+
+/// [`lookup`] when the thread's cache has no line for (lock, site, mode): through the registry
+/// and the record table, placing a line.
+#[inline(never)]
+fn lookup_miss(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+) -> Result<Found, Lost> {
+    // SAFETY: as in `lookup`, whose borrow ended.
+    let p = unsafe { cx.private() };
+    let site_mode = site | ((mode as usize) << 56);
+    let (lines, bits) = (cx.shard.lookups(), lookup_bits(p));
     let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     // The constructor's calibration lock is left out of the profile, its losses too (a cap
     // below the collector's fixed tables refuses every record).
@@ -215,8 +240,8 @@ pub(crate) fn lookup(
         });
     };
     p.slot_base = reg.slot(0).map_or(core::ptr::null(), |s| s as *const Slot);
-    let line =
-        Cached { addr, site_mode, entry, slot_gen: (u64::from(idx) << 32) | u64::from(gen_) };
+    let slot_gen = (u64::from(idx) << 32) | u64::from(gen_);
+    let line = Cached { addr, site_mode, entry, slot_gen };
     // SAFETY: as above.
     if let Some(c) = unsafe { cached_line(lines, bits, addr, site_mode) } {
         *c = line;
@@ -234,7 +259,7 @@ pub(crate) fn lookup(
     if bits < LOOKUP_BITS && cx.shard.table.len() * 2 > 1 << bits && grow_lookups(bits) {
         p.lookup_bits = bits + 1;
     }
-    Ok((&entry.stats, slot, ek))
+    Ok((&entry.stats, slot, slot_gen))
 }
 
 /// How an acquisition went.
@@ -282,10 +307,11 @@ pub(crate) fn acquired_found(
     if let Some(c) = cpuc {
         c.acquisitions.add(1);
     }
-    let (st, slot, k1) = match found {
+    let (st, slot, idx_gen) = match found {
         Ok(f) => f,
         Err(why) => return lost(cx, why),
     };
+    let k1 = || found_key(slot, idx_gen, kind, mode);
     st.acquisitions.add(1);
     let mut t_now = 0;
     let mut my_stack = 0;
@@ -298,6 +324,7 @@ pub(crate) fn acquired_found(
             let ns = ticks_to_ns(t1.wrapping_sub(t0)).max(1);
             st.record_wait(ns);
             if let Some(c) = who {
+                let k1 = k1();
                 my_stack = record_contention(cx, k1, c, ns);
                 keep_wait(cx, k1, c, t0, t1, my_stack);
             }
@@ -342,7 +369,7 @@ pub(crate) fn acquired_found(
             slot.holder_t_acq.store(packed, Relaxed);
         }
         if my_stack == 0 && sample_this(cx) {
-            my_stack = record_sample(cx, k1, site);
+            my_stack = record_sample(cx, k1(), site);
         }
         if my_stack != 0 || slot.holder_stack.load(Relaxed) != 0 {
             slot.holder_stack.store(my_stack, Relaxed);

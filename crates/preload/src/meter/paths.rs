@@ -13,6 +13,10 @@ use lockmeter_core::{LockKind, Mode, clock};
 
 /// A whole blocking acquisition: trylock first, then the blocking call only if that found the
 /// lock held. Returns exactly what `lock()` alone would have returned.
+///
+/// The usual case (the trylock succeeds, this acquisition is not one the cost estimate times)
+/// runs straight through here; the timed acquisition (one in `cost::SAMPLE`) and everything
+/// after a failed trylock run out of line.
 #[inline(always)]
 pub(crate) fn lock_with(
     addr: usize,
@@ -23,34 +27,82 @@ pub(crate) fn lock_with(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
-    let timed = cost_sample(&cx, |p| &mut p.cost_acq);
-    let l0 = crate::cost::now_if(timed);
+    let r = if cost_sample(&cx, |p| &mut p.cost_acq) {
+        lock_timed(&cx, addr, kind, mode, site, try_lock, lock)
+    } else {
+        lock_metered::<false>(&cx, addr, kind, mode, site, try_lock, lock)
+    };
+    crate::state::leave(cx);
+    r
+}
+
+/// [`lock_metered`] of an acquisition the cost estimate times.
+#[cold]
+#[inline(never)]
+fn lock_timed(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    lock_metered::<true>(cx, addr, kind, mode, site, try_lock, lock)
+}
+
+/// The metered acquisition of [`lock_with`]; `TIMED`: timed for the cost estimate.
+#[inline(always)]
+fn lock_metered<const TIMED: bool>(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let l0 = crate::cost::now_if(TIMED);
     // The record is found before the lock is taken: its cache misses stay out of the critical
     // section (another thread may be waiting for it).
-    let found = lookup(&cx, addr, kind, mode, site);
-    let l1 = crate::cost::now_if(timed);
+    let found = lookup(cx, addr, kind, mode, site);
+    let l1 = crate::cost::now_if(TIMED);
     let r = try_lock();
-    let r = if r == libc::ENOTRECOVERABLE {
-        // What the blocking call would answer too (and it must not be called: glibc's trylock
-        // may leave a not-recoverable robust mutex's word set).
-        r
-    } else if r == 0 || r == libc::EOWNERDEAD {
-        let a0 = crate::cost::now_if(timed);
-        acquired_found(&cx, found, addr, kind, mode, site, How::Immediate, None);
-        if timed {
+    if r == 0 || r == libc::EOWNERDEAD {
+        let a0 = crate::cost::now_if(TIMED);
+        acquired_found(cx, found, addr, kind, mode, site, How::Immediate, None);
+        if TIMED {
             let c = &cx.shard.cost;
             crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
             crate::cost::add_out(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
         }
         r
+    } else {
+        lock_not_taken(cx, r, addr, kind, mode, site, lock)
+    }
+}
+
+/// The trylock of a blocking acquisition answered `r`, not a success.
+#[inline(never)]
+fn lock_not_taken(
+    cx: &Cx,
+    r: c_int,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    if r == libc::ENOTRECOVERABLE {
+        // What the blocking call would answer too (and it must not be called: glibc's trylock
+        // may leave a not-recoverable robust mutex's word set).
+        r
     } else if r == libc::EBUSY {
-        wait_for(&cx, addr, kind, mode, site, lock)
+        wait_for(cx, addr, kind, mode, site, lock)
     } else {
         // Another error (EINVAL, EAGAIN, EDEADLK...): let the blocking call give its own answer.
-        lock_uncontended(&cx, addr, kind, mode, site, lock)
-    };
-    crate::state::leave(cx);
-    r
+        lock_uncontended(cx, addr, kind, mode, site, lock)
+    }
 }
 
 /// The lock was found held: gathers who holds it and where we are (before the clock starts, so
@@ -198,7 +250,7 @@ pub(super) fn cancelled_cond_reacquire(cx: &Cx, addr: usize) {
     cond_reacquired(cx, addr, site, t0, clock::now());
 }
 
-/// An unlock.
+/// An unlock. As in [`lock_with`], the release the cost estimate times runs out of line.
 #[inline(always)]
 pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return unlock() };
@@ -210,24 +262,42 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
         crate::state::leave(cx);
         return unlock();
     };
-    let timed = cost_sample(&cx, |p| &mut p.cost_rel);
-    let u0 = crate::cost::now_if(timed);
-    let t_rel = if hold_is_timed(&cx, i) { clock::now() } else { 0 };
-    let wanted = releasing(&cx, i);
+    let r = if cost_sample(&cx, |p| &mut p.cost_rel) {
+        unlock_timed(&cx, i, unlock)
+    } else {
+        unlock_metered::<false>(&cx, i, unlock)
+    };
+    crate::state::leave(cx);
+    r
+}
+
+/// [`unlock_metered`] of a release the cost estimate times.
+#[cold]
+#[inline(never)]
+fn unlock_timed(cx: &Cx, i: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    unlock_metered::<true>(cx, i, unlock)
+}
+
+/// The metered release of held index `i` in [`unlock_with`]; `TIMED`: timed for the cost
+/// estimate.
+#[inline(always)]
+fn unlock_metered<const TIMED: bool>(cx: &Cx, i: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    let u0 = crate::cost::now_if(TIMED);
+    let t_rel = if hold_is_timed(cx, i) { clock::now() } else { 0 };
+    let wanted = releasing(cx, i);
     let c = &cx.shard.cost;
     let mut u1 = 0;
-    let r = end_hold(&cx, i, t_rel, wanted, || {
-        if timed {
+    let r = end_hold(cx, i, t_rel, wanted, || {
+        if TIMED {
             crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, clock::now());
         }
         let r = unlock();
-        u1 = crate::cost::now_if(timed && !wanted);
+        u1 = crate::cost::now_if(TIMED && !wanted);
         r
     });
-    if u1 != 0 {
+    if TIMED && u1 != 0 {
         crate::cost::add_out(&c.rel_out_timed, &c.rel_out_ticks, u1, clock::now());
     }
-    crate::state::leave(cx);
     r
 }
 
@@ -249,22 +319,36 @@ pub(super) fn end_hold(
     let held_addr = unsafe { cx.private() }.held.get_mut(i).map(|h| core::mem::take(&mut h.addr));
     let r = release();
     if r != 0 {
-        // SAFETY: busy flag held.
-        if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
-            h.addr = a;
-        }
+        release_failed(cx, i, held_addr);
         return r;
     }
     if wanted && CFG.frames.load(Relaxed) > 1 {
-        let c = &cx.shard.cost;
-        c.holding.add(1);
-        let timed = cost_sample(cx, |p| &mut p.cost_holding);
-        let h0 = crate::cost::now_if(timed);
-        holding(cx, i, t_rel, acq_site);
-        if timed {
-            crate::cost::add(&c.holding_timed, &c.holding_ticks, h0, clock::now());
-        }
+        holder_side(cx, i, t_rel, acq_site);
     }
     released(cx, i, t_rel, wanted);
     r
+}
+
+/// The real release of held index `i` failed: puts back the entry's address `held_addr`.
+#[cold]
+#[inline(never)]
+fn release_failed(cx: &Cx, i: usize, held_addr: Option<usize>) {
+    // SAFETY: busy flag held.
+    if let (Some(h), Some(a)) = (unsafe { cx.private() }.held.get_mut(i), held_addr) {
+        h.addr = a;
+    }
+}
+
+/// The lock at held index `i`, acquired at call site `acq_site`, was released while another
+/// thread wanted it: records the holder's side (counted, and timed one time in `cost::SAMPLE`).
+#[inline(never)]
+fn holder_side(cx: &Cx, i: usize, t_rel: u64, acq_site: u64) {
+    let c = &cx.shard.cost;
+    c.holding.add(1);
+    let timed = cost_sample(cx, |p| &mut p.cost_holding);
+    let h0 = crate::cost::now_if(timed);
+    holding(cx, i, t_rel, acq_site);
+    if timed {
+        crate::cost::add(&c.holding_timed, &c.holding_ticks, h0, clock::now());
+    }
 }
