@@ -39,14 +39,8 @@ pub(crate) struct DiffArgs {
     /// Output format: text or json.
     #[arg(long, default_value = "text", value_name = "FORMAT")]
     format: DiffFormat,
-    /// Do not read the programs' ELF files to name call sites and static locks.
-    #[arg(long)]
-    no_symbols: bool,
-    /// Look for the program's symbols in DIR first: debug files by build-id
-    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
-    /// a file of another build is refused with a note.
-    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
-    symbols: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: crate::report_cmd::SymbolArgs,
     /// Compare only this process of each run: a pid, or a name (its final image's file name).
     /// Given twice, the first is BEFORE's and the second AFTER's (pids differ between runs).
     /// Default: every process.
@@ -65,8 +59,7 @@ fn load(p: &Path, opts: &SymbolizeOptions, process: Option<&str>) -> Result<Anal
 
 /// `lockmeter diff`.
 pub(crate) fn diff(a: DiffArgs) -> Result<()> {
-    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let opts = a.symbols.options()?;
     let (before_process, after_process) = match a.process.as_slice() {
         [] => (None, None),
         [both] => (Some(both.as_str()), Some(both.as_str())),

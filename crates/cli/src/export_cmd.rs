@@ -2,7 +2,7 @@
 //! waits.
 
 use anyhow::{Context, Result};
-use lockmeter_report::SymbolizeOptions;
+
 use lockmeter_report::export::{ExportError, perfetto, pprof};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,14 +27,8 @@ pub(crate) struct ExportArgs {
     /// that caused it a slice on the holder's thread, and an arrow from hold to wait.
     #[arg(long, value_name = "F.json")]
     perfetto: Option<PathBuf>,
-    /// Do not read the program's ELF files to name frames and static locks.
-    #[arg(long)]
-    no_symbols: bool,
-    /// Look for the program's symbols in DIR first: debug files by build-id
-    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
-    /// a file of another build is refused with a note.
-    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
-    symbols: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: crate::report_cmd::SymbolArgs,
     #[command(flatten)]
     process: crate::report_cmd::ProcessArg,
 }
@@ -76,8 +70,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
             .into());
         }
     }
-    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let opts = a.symbols.options()?;
     // Every process of the run file, each folded on its own, then merged.
     let mut run = crate::report_cmd::open_run(&a.file, &opts, a.process.process.as_deref())?;
     let analysis = run.analysis(&lockmeter_report::Filter::default());

@@ -1,9 +1,9 @@
 //! `lockmeter flamegraph`: waiter (or holder) stacks as a flame graph, or folded.
 
 use anyhow::{Context, Result, bail};
+use lockmeter_report::Filter;
 use lockmeter_report::export::flame::{self, FlameOptions};
 use lockmeter_report::export::{ExportError, Weight};
-use lockmeter_report::{Filter, SymbolizeOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -31,14 +31,8 @@ pub(crate) struct FlameArgs {
     /// Title of the flame graph.
     #[arg(long)]
     title: Option<String>,
-    /// Do not read the program's ELF files to name frames and static locks.
-    #[arg(long)]
-    no_symbols: bool,
-    /// Look for the program's symbols in DIR first: debug files by build-id
-    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
-    /// a file of another build is refused with a note.
-    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
-    symbols: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: crate::report_cmd::SymbolArgs,
     #[command(flatten)]
     process: crate::report_cmd::ProcessArg,
 }
@@ -70,8 +64,7 @@ pub(crate) fn flamegraph(a: FlameArgs) -> Result<()> {
         }
         (p, _) => p.clone(),
     };
-    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let opts = a.symbols.options()?;
     // Every process of the run file, each folded on its own, then merged.
     let mut run = crate::report_cmd::open_run(&a.file, &opts, a.process.process.as_deref())?;
     let analysis = run.analysis(&Filter { lock: a.lock.clone(), function: None });

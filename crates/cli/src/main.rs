@@ -16,6 +16,7 @@ mod lock_filter;
 mod overhead;
 mod plot_cmd;
 mod pprof_dir;
+mod program;
 mod record;
 mod report_cmd;
 mod run;

@@ -1,7 +1,7 @@
 //! `lockmeter plot`: figures of wait and hold time per lock.
 
 use anyhow::{Result, bail};
-use lockmeter_report::SymbolizeOptions;
+
 use lockmeter_report::export::plot::{self, ImageFormat, PlotKind, PlotOptions};
 use std::path::PathBuf;
 
@@ -24,14 +24,8 @@ pub(crate) struct PlotArgs {
     /// Only locks whose name contains PATTERN.
     #[arg(long, value_name = "PATTERN")]
     lock: Option<String>,
-    /// Do not read the program's ELF files to name static locks.
-    #[arg(long)]
-    no_symbols: bool,
-    /// Look for the program's symbols in DIR first: debug files by build-id
-    /// (DIR/.build-id/ab/cdef….debug), then DIR/NAME or DIR/NAME.debug (an unstripped copy);
-    /// a file of another build is refused with a note.
-    #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
-    symbols: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: crate::report_cmd::SymbolArgs,
     #[command(flatten)]
     process: crate::report_cmd::ProcessArg,
 }
@@ -43,8 +37,7 @@ pub(crate) fn plot(a: PlotArgs) -> Result<()> {
     if a.top == 0 {
         bail!("--top must be at least 1");
     }
-    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let opts = a.symbols.options()?;
     let analysis = crate::report_cmd::open_run(&a.file, &opts, a.process.process.as_deref())?
         .analysis(&lockmeter_report::Filter::default());
     crate::print_notes(&analysis.notes);

@@ -42,7 +42,16 @@ pub(crate) struct ReportArgs {
     /// Text: the top waiter and holder stacks of the top locks, and who waited on whom.
     #[arg(long)]
     stacks: bool,
-    /// Do not read the program's ELF files to name call sites and static locks.
+    #[command(flatten)]
+    symbols: crate::report_cmd::SymbolArgs,
+    #[command(flatten)]
+    process: ProcessArg,
+}
+
+/// `--no-symbols` and `--symbols DIR` of every view that reads a run file.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SymbolArgs {
+    /// Do not read the program's ELF files to name call sites, frames and static locks.
     #[arg(long)]
     no_symbols: bool,
     /// Look for the program's symbols in DIR first: debug files by build-id
@@ -50,8 +59,14 @@ pub(crate) struct ReportArgs {
     /// a file of another build is refused with a note.
     #[arg(long, value_name = "DIR", conflicts_with = "no_symbols")]
     symbols: Option<PathBuf>,
-    #[command(flatten)]
-    process: ProcessArg,
+}
+
+impl SymbolArgs {
+    /// The symbolizer's options these flags ask for.
+    pub(crate) fn options(&self) -> Result<SymbolizeOptions> {
+        SymbolizeOptions::from_flags(self.no_symbols, self.symbols.as_deref())
+            .map_err(anyhow::Error::msg)
+    }
 }
 
 /// `--process PID|NAME` of every view that reads a run file.
@@ -90,8 +105,7 @@ pub(crate) fn report(a: ReportArgs) -> Result<()> {
         lockmeter_format::files::check_new(p)?;
     }
     let filter = Filter { lock: a.lock.clone(), function: a.function.clone() };
-    let opts = SymbolizeOptions::from_flags(a.no_symbols, a.symbols.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let opts = a.symbols.options()?;
     let mut run = open_run(&a.file, &opts, a.process.process.as_deref())?;
     let analysis = run.analysis(&filter);
     let opts = ReportOptions {

@@ -16,6 +16,12 @@
 //!   that is not whole. The value starts as the empty entry's (zero); `init` runs after the
 //!   claim, so readers may see what it sets only later.
 //!
+//! - **Deletion** ([`Entry::TOMBSTONES`], many writers only): [`FixedTable::retire`] turns an
+//!   entry's word into [`TOMBSTONE`]; lookups probe past it, and [`FixedTable::insert`] puts a new
+//!   key in the first tombstone of its probe sequence (else the empty entry that ends it), retrying
+//!   the whole probe after a lost compare-and-swap. The choice is a constant of the entry type, so
+//!   a table without deletion compiles to the code it had: no tombstone test anywhere.
+//!
 //! Lookups ([`FixedTable::find`], [`FixedTable::for_each`]) never write and never wait. A key
 //! that does not fit (the probe limit passed, or the fill limit reached) is refused and counted
 //! ([`FixedTable::overflow`]).
@@ -41,6 +47,13 @@
 
 use crate::probe::Probe;
 use core::sync::atomic::{AtomicU64, Ordering};
+
+/// The word of a retired entry of a table with [`Entry::TOMBSTONES`] (no key's tag is 1 there).
+pub const TOMBSTONE: u64 = 1;
+
+/// How many times an insert into a table with tombstones probes again after losing an entry to
+/// another thread's key.
+const RETRIES: usize = 4;
 
 /// The atomic word an entry publishes itself through: `core`'s `AtomicU64`, or in loom models
 /// loom's.
@@ -90,6 +103,9 @@ pub trait Entry {
     /// Whether the tag is the whole key (then [`Entry::matches`] is never asked, and the table
     /// may have many writers).
     const TAG_IS_KEY: bool;
+    /// Whether entries can be retired ([`FixedTable::retire`]), leaving a [`TOMBSTONE`] that a
+    /// later key reuses. Only with [`Entry::TAG_IS_KEY`], and then no key's tag may be 1.
+    const TOMBSTONES: bool = false;
     /// The word that publishes the entry: 0 while empty, the key's tag once it holds one.
     fn word(&self) -> &Self::Word;
     /// The key's tag: never 0. Keys with equal tags are told apart by [`Entry::matches`].
@@ -175,7 +191,25 @@ impl<'a, E: Entry> FixedTable<'a, E> {
     /// The entry of `key` if it is in the table. Any thread; never writes.
     #[inline]
     pub fn find(&self, key: &E::Key) -> Option<&'a E> {
-        self.probe(key).ok().map(|(_, e)| e)
+        self.find_index(key).map(|(_, e)| e)
+    }
+
+    /// The entry of `key` and its index if it is in the table. Any thread; never writes.
+    #[inline]
+    pub fn find_index(&self, key: &E::Key) -> Option<(usize, &'a E)> {
+        // Held in a local: the acquire loads would make the compiler reload a field.
+        let entries: &'a [E] = self.entries;
+        let tag = E::tag(key);
+        for i in Probe::new(E::hash(key), entries.len(), self.max_probe) {
+            let e = entries.get(i)?;
+            // The key first: a hit is the common case.
+            match e.word().load(Ordering::Acquire) {
+                t if t == tag && (E::TAG_IS_KEY || e.matches(key)) => return Some((i, e)),
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
     }
 
     /// The entry of `key` and its index, inserted if absent (its key written, then `init` on it,
@@ -200,8 +234,12 @@ impl<'a, E: Entry> FixedTable<'a, E> {
     /// on it by the thread that claimed it; its value is what the empty entry held, zero, since
     /// other threads may update it as soon as it is claimed); `None` when it does not fit
     /// (counted). Any number of threads; lock-free. Only for entries whose tag is the key.
+    #[inline]
     pub fn insert(&self, key: &E::Key, init: impl FnOnce(&E)) -> Option<(usize, &'a E)> {
         const { assert!(E::TAG_IS_KEY, "many writers need the tag to be the whole key") };
+        if E::TOMBSTONES {
+            return self.insert_reusing(key, init);
+        }
         let tag = E::tag(key);
         for i in Probe::new(E::hash(key), self.entries.len(), self.max_probe) {
             let Some(e) = self.entries.get(i) else { break };
@@ -226,6 +264,69 @@ impl<'a, E: Entry> FixedTable<'a, E> {
         self.refuse()
     }
 
+    /// [`FixedTable::insert`] into a table with tombstones: the key goes into the first tombstone
+    /// of its probe sequence, else the empty entry that ends it (both probed past by lookups), so
+    /// two threads inserting one key pick the same entry; a lost claim to another key probes
+    /// again from the start, at most [`RETRIES`] times.
+    #[inline(always)]
+    fn insert_reusing(&self, key: &E::Key, init: impl FnOnce(&E)) -> Option<(usize, &'a E)> {
+        let entries: &'a [E] = self.entries;
+        let tag = E::tag(key);
+        let probes = self.max_probe.min(entries.len());
+        'retry: for _ in 0..RETRIES {
+            let mut tomb = None;
+            for (n, i) in Probe::new(E::hash(key), entries.len(), probes).enumerate() {
+                let Some(e) = entries.get(i) else { break 'retry };
+                let w = e.word().load(Ordering::Acquire);
+                if w == tag {
+                    return Some((i, e));
+                }
+                if w == TOMBSTONE && tomb.is_none() {
+                    tomb = Some((i, e));
+                }
+                if w == 0 || (n + 1 == probes && tomb.is_some()) {
+                    // Absent: it would be here. Take the first tombstone passed, if any.
+                    let ((i, e), expect) = match tomb {
+                        Some(t) => (t, TOMBSTONE),
+                        None => ((i, e), 0),
+                    };
+                    if self.len.load(Ordering::Relaxed) >= self.limit {
+                        break 'retry;
+                    }
+                    match e.word().claim(expect, tag) {
+                        Ok(_) => {
+                            init(e);
+                            self.len.fetch_add(1, Ordering::Relaxed);
+                            return Some((i, e));
+                        }
+                        Err(cur) if cur == tag => return Some((i, e)),
+                        Err(_) => continue 'retry,
+                    }
+                }
+            }
+            break;
+        }
+        self.refuse()
+    }
+
+    /// Retires `e`, the entry of `key` (found by [`FixedTable::find`]): its word becomes a
+    /// [`TOMBSTONE`] unless another thread retired it first. Returns whether this call did. Only
+    /// for entries with [`Entry::TOMBSTONES`].
+    pub fn retire(&self, e: &E, key: &E::Key) -> bool {
+        const { assert!(E::TOMBSTONES, "retire needs a table with tombstones") };
+        let done = e.word().claim(E::tag(key), TOMBSTONE).is_ok();
+        if done {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        done
+    }
+
+    /// Whether a word publishes a key (neither empty nor a tombstone).
+    #[inline(always)]
+    fn published(w: u64) -> bool {
+        w != 0 && !(E::TOMBSTONES && w == TOMBSTONE)
+    }
+
     #[cold]
     fn refuse<T>(&self) -> Option<T> {
         self.overflow.fetch_add(1, Ordering::Relaxed);
@@ -234,17 +335,30 @@ impl<'a, E: Entry> FixedTable<'a, E> {
 
     /// Every published entry, with its index. Any thread; never writes.
     pub fn for_each(&self, mut f: impl FnMut(usize, &'a E)) {
-        for (i, e) in self.entries.iter().enumerate() {
-            if e.word().load(Ordering::Acquire) != 0 {
-                f(i, e);
-            }
+        for (i, e) in self.iter() {
+            f(i, e);
         }
+    }
+
+    /// Every published entry, with its index. Any thread; never writes.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &'a E)> + 'a {
+        let entries: &'a [E] = self.entries;
+        entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| Self::published(e.word().load(Ordering::Acquire)))
+    }
+
+    /// Every entry, published or not (what the table was built over, cut to its capacity).
+    #[inline]
+    pub fn entries(&self) -> &'a [E] {
+        self.entries
     }
 
     /// Entry `i`, if it is published.
     #[inline]
     pub fn at(&self, i: usize) -> Option<&'a E> {
-        self.entries.get(i).filter(|e| e.word().load(Ordering::Acquire) != 0)
+        self.entries.get(i).filter(|e| Self::published(e.word().load(Ordering::Acquire)))
     }
 
     /// Empties the table: `reset` on each published entry after its word is cleared. **Only the

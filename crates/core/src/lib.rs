@@ -43,6 +43,7 @@ pub mod ehframe;
 pub mod fixed;
 pub mod hist;
 pub mod idents;
+mod memory;
 pub mod probe;
 pub mod procstat;
 pub mod registry;

@@ -1,11 +1,11 @@
-//! The one probe sequence of every open-addressed table in lockmeter: the lock registry and its
-//! classes, the record tables' index, the stack and event tables (`core`), the time series' sums,
-//! and in the preload the profile writer's id maps and the reset baselines. Linear probing from a
-//! key's hash over a power-of-two number of slots, at most a given number of slots.
+//! The one probe sequence of every open-addressed table in lockmeter: the fixed table
+//! ([`crate::fixed`]: the lock registry and its classes, the stack and event tables, and in the
+//! preload the profile writer's id maps and the reset baselines), the record tables' index and the
+//! time series' sums. Linear probing from a key's hash over a power-of-two number of slots, at
+//! most a given number of slots.
 //!
-//! Each table keeps its own slot layout and concurrency rules (a lock-free multi-writer registry,
-//! single-writer record tables that other threads read, single-threaded scratch maps); what they
-//! share, and what this module is the only copy of, is where a key may be.
+//! The record index and the time series keep their own slot layout (see ARCHITECTURE.md, Tables);
+//! what every table shares, and what this module is the only copy of, is where a key may be.
 //!
 //! ```
 //! use lockmeter_core::probe::Probe;

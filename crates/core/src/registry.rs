@@ -8,8 +8,10 @@
 //! Identity is `(slot, generation)`: `*_init` and `*_destroy` bump the generation, so an address
 //! reused for a new lock starts a new identity and the old statistics are never mixed in.
 //!
-//! The table is open-addressed over caller-provided zeroed memory, lock-free (one CAS per new
-//! address). Each slot is a cache line of its own. A destroyed lock's slot is retired
+//! The table is a [`FixedTable`] of [`Slot`]s (caller-provided zeroed memory, many writers,
+//! lock-free: one CAS per new address, keyed by the address itself), with deletion
+//! ([`Entry::TOMBSTONES`]) and 1/16 of it kept free so probe sequences stay short. Each slot is a
+//! cache line of its own. A destroyed lock's slot is retired
 //! ([`Registry::retire`]): it becomes a tombstone that a later new address reuses, so a program
 //! that creates and destroys millions of locks never fills the registry; its generation keeps
 //! counting, so nothing cached for the old identity matches the new one. When the table is full,
@@ -20,8 +22,9 @@
 //! for a lock never initialized by a call (a static initializer), the site of its first use.
 
 pub use crate::classes::{Class, ClassOrigin, Classes};
+pub use crate::fixed::TOMBSTONE;
+use crate::fixed::{Entry, FixedTable};
 use crate::mix64;
-use crate::probe::Probe;
 use crate::stats::LockKind;
 use core::sync::atomic::Ordering::*;
 // In loom models (`tests/loom.rs`) the registry runs on loom's atomics.
@@ -31,8 +34,6 @@ use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64};
 use loom::sync::atomic::{AtomicU8, AtomicU32, AtomicU64};
 
 const MAX_PROBE: usize = 128;
-/// The address of a retired slot (no lock lives at address 1).
-pub const TOMBSTONE: u64 = 1;
 /// HyperLogLog precision: 2^12 registers, a standard error of about 1.6%.
 #[cfg(not(loom))]
 const HLL_P: u32 = 12;
@@ -127,14 +128,27 @@ impl Slot {
     }
 }
 
+/// A slot is published by its lock's address (never 0 or 1: [`TOMBSTONE`]).
+impl Entry for Slot {
+    type Key = u64;
+    type Word = AtomicU64;
+    const TAG_IS_KEY: bool = true;
+    const TOMBSTONES: bool = true;
+    #[inline(always)]
+    fn word(&self) -> &AtomicU64 {
+        &self.addr
+    }
+    #[inline(always)]
+    fn tag(addr: &u64) -> u64 {
+        *addr
+    }
+}
+
 /// The registry (see the module docs).
 #[derive(Debug)]
 pub struct Registry<'a> {
-    slots: &'a [Slot],
-    mask: usize,
-    used: AtomicU64,
+    table: FixedTable<'a, Slot>,
     unrecorded: [AtomicU8; HLL_M],
-    refused: AtomicU64,
 }
 
 impl<'a> Registry<'a> {
@@ -142,25 +156,23 @@ impl<'a> Registry<'a> {
     pub fn new(slots: &'a [Slot]) -> Self {
         let cap = crate::pow2_floor(slots.len());
         Registry {
-            slots: &slots[..cap],
-            mask: cap.wrapping_sub(1),
-            used: AtomicU64::new(0),
+            // Keep a little headroom so probe sequences stay short.
+            table: FixedTable::new(slots, MAX_PROBE, cap * 15 / 16),
             #[cfg(not(loom))]
             unrecorded: [const { AtomicU8::new(0) }; HLL_M],
             #[cfg(loom)]
             unrecorded: core::array::from_fn(|_| AtomicU8::new(0)),
-            refused: AtomicU64::new(0),
         }
     }
 
     /// Capacity in locks.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.table.capacity()
     }
 
     /// Number of addresses registered now (retired ones not counted).
     pub fn len(&self) -> usize {
-        self.used.load(Relaxed) as usize
+        self.table.len()
     }
 
     /// Whether no lock was registered.
@@ -173,48 +185,16 @@ impl<'a> Registry<'a> {
     /// the refusal is counted.
     #[inline]
     pub fn lookup(&self, addr: u64, kind: LockKind) -> Option<(u32, &'a Slot)> {
-        if addr <= TOMBSTONE || self.slots.is_empty() {
+        if addr <= TOMBSTONE {
             return None;
         }
-        'retry: for _ in 0..4 {
-            let mut tomb = None;
-            let probes = MAX_PROBE.min(self.mask.wrapping_add(1));
-            for (n, idx) in Probe::new(mix64(addr), self.mask.wrapping_add(1), probes).enumerate() {
-                let s = self.slots.get(idx)?;
-                let a = s.addr.load(Acquire);
-                if a == addr {
-                    return Some((idx as u32, s));
-                }
-                if a == TOMBSTONE && tomb.is_none() {
-                    tomb = Some((idx, s));
-                }
-                let last = n + 1 == probes;
-                if a == 0 || (last && tomb.is_some()) {
-                    // Absent: it would be here. Take the first retired slot passed, if any.
-                    let (idx, s, expect) = match tomb {
-                        Some((ti, ts)) => (ti, ts, TOMBSTONE),
-                        None => (idx, s, 0),
-                    };
-                    // Keep a little headroom so probe sequences stay short.
-                    if self.used.load(Relaxed) >= (self.slots.len() as u64 * 15) / 16 {
-                        break;
-                    }
-                    match s.addr.compare_exchange(expect, addr, AcqRel, Acquire) {
-                        Ok(_) => {
-                            s.kind.store(kind as u8, Relaxed);
-                            self.used.fetch_add(1, Relaxed);
-                            return Some((idx as u32, s));
-                        }
-                        Err(cur) if cur == addr => return Some((idx as u32, s)),
-                        // Another thread took the slot first: probe again.
-                        Err(_) => continue 'retry,
-                    }
-                }
+        match self.table.insert(&addr, |s| s.kind.store(kind as u8, Relaxed)) {
+            Some((idx, s)) => Some((idx as u32, s)),
+            None => {
+                self.note_unrecorded(addr);
+                None
             }
-            break;
         }
-        self.refuse(addr);
-        None
     }
 
     /// The slot of `addr` if it is registered (never registers it).
@@ -222,15 +202,7 @@ impl<'a> Registry<'a> {
         if addr <= TOMBSTONE {
             return None;
         }
-        for idx in Probe::new(mix64(addr), self.mask.wrapping_add(1), MAX_PROBE) {
-            let s = self.slots.get(idx)?;
-            match s.addr.load(Acquire) {
-                a if a == addr => return Some((idx as u32, s)),
-                0 => return None,
-                _ => {}
-            }
-        }
-        None
+        self.table.find_index(&addr).map(|(idx, s)| (idx as u32, s))
     }
 
     /// A new lock is initialized, or an old one destroyed, at `addr`: starts a new identity.
@@ -269,15 +241,8 @@ impl<'a> Registry<'a> {
         let Some((_, s)) = self.find(addr) else { return 0 };
         let class = s.class.load(Relaxed);
         self.renew_slot(s, s.kind().unwrap_or(LockKind::Mutex));
-        if s.addr.compare_exchange(addr, TOMBSTONE, AcqRel, Relaxed).is_ok() {
-            self.used.fetch_sub(1, Relaxed);
-        }
+        self.table.retire(s, &addr);
         class
-    }
-
-    fn refuse(&self, addr: u64) {
-        self.refused.fetch_add(1, Relaxed);
-        self.note_unrecorded(addr);
     }
 
     /// Notes that an acquisition of lock `key` (an address, or an address mixed with a
@@ -295,7 +260,7 @@ impl<'a> Registry<'a> {
 
     /// Lookups refused because the registry was full.
     pub fn refused_lookups(&self) -> u64 {
-        self.refused.load(Relaxed)
+        self.table.overflow()
     }
 
     /// Estimated number of distinct locks refused or noted unrecorded (HyperLogLog, with linear
@@ -323,20 +288,21 @@ impl<'a> Registry<'a> {
     /// Slot `idx`.
     #[inline]
     pub fn slot(&self, idx: u32) -> Option<&'a Slot> {
-        self.slots.get(idx as usize)
+        self.table.entries().get(idx as usize)
     }
 
     /// The index of `slot`, a slot of this registry (None for any other).
     pub fn index_of(&self, slot: &Slot) -> Option<u32> {
-        let base = self.slots.as_ptr() as usize;
+        let slots = self.table.entries();
+        let base = slots.as_ptr() as usize;
         let off = (slot as *const Slot as usize).wrapping_sub(base);
         let idx = off / core::mem::size_of::<Slot>();
-        (off % core::mem::size_of::<Slot>() == 0 && idx < self.slots.len()).then_some(idx as u32)
+        (off % core::mem::size_of::<Slot>() == 0 && idx < slots.len()).then_some(idx as u32)
     }
 
     /// Every registered slot with its index.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &'a Slot)> + 'a {
-        self.slots.iter().enumerate().filter(|(_, s)| s.in_use()).map(|(i, s)| (i as u32, s))
+        self.table.iter().map(|(i, s)| (i as u32, s))
     }
 }
 

@@ -219,6 +219,19 @@ fn the_fill_limit_and_the_probe_limit_refuse_and_count() {
     assert!(t.find(&5).is_none());
 }
 
+/// Tombstones are the registry's (`Entry::TOMBSTONES`): in a table without them the word 1 is a
+/// key like any other, found, listed and kept.
+#[test]
+fn without_tombstones_one_is_a_key() {
+    let m = mem::<Word>(8);
+    let t = FixedTable::new(&m, 8, 8);
+    let (i, _) = t.insert(&1, |e| e.v.store(7, Relaxed)).unwrap();
+    assert_eq!(t.find_index(&1).map(|(j, e)| (j, e.v.load(Relaxed))), Some((i, 7)));
+    assert!(t.at(i).is_some());
+    assert_eq!(t.iter().map(|(j, _)| j).collect::<Vec<_>>(), vec![i]);
+    assert_eq!(t.insert(&1, |_| panic!("present")).unwrap().0, i);
+}
+
 #[test]
 fn capacity_is_a_power_of_two_and_an_empty_table_refuses() {
     let m = mem::<Word>(100);

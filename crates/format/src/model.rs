@@ -187,37 +187,57 @@ pub struct ClockInfo {
     pub hz_run: u64,
 }
 
-/// Profile header.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Header {
-    /// Which collector wrote it: `preload`, `kernel`, `library`.
-    pub collector: String,
-    /// Version of lockmeter that wrote it.
-    pub lockmeter_version: String,
-    /// Process id.
-    pub pid: u32,
-    /// Parent process id.
-    pub ppid: u32,
-    /// Number of this image within the pid (0, then +1 after each exec).
-    pub image_seq: u32,
+/// Defines a profile header type over the text types it holds: [`Header`] (owned: the model)
+/// and `encode::HeaderRef` (borrowed: what the preload has at hand) have the same fields.
+macro_rules! header_type {
+    (
+        $(#[$m:meta])* $name:ident $(<$lt:lifetime>)?, text: $text:ty,
+        $(#[$cm:meta])* cmdline: $cmdline:ty, $(#[$em:meta])* exe: $exe:ty $(,)?
+    ) => {
+        $(#[$m])*
+        pub struct $name $(<$lt>)? {
+            /// Which collector wrote it: `preload`, `kernel`, `library`.
+            pub collector: $text,
+            /// Version of lockmeter that wrote it.
+            pub lockmeter_version: $text,
+            /// Process id.
+            pub pid: u32,
+            /// Parent process id.
+            pub ppid: u32,
+            /// Number of this image within the pid (0, then +1 after each exec).
+            pub image_seq: u32,
+            $(#[$cm])*
+            pub cmdline: $cmdline,
+            $(#[$em])*
+            pub exe: $exe,
+            /// Wall-clock start and end, ns since the Unix epoch.
+            pub start_unix_ns: u64,
+            /// See `start_unix_ns`.
+            pub end_unix_ns: u64,
+            /// Duration of metering (monotonic), ns.
+            pub duration_ns: u64,
+            /// Clock calibration.
+            pub clock: $crate::model::ClockInfo,
+            /// Online CPUs.
+            pub cpu_count: u32,
+            /// Hold timing mode.
+            pub hold_timing: $crate::model::HoldTiming,
+            /// Why the profile was written.
+            pub end_reason: $crate::model::EndReason,
+        }
+    };
+}
+pub(crate) use header_type;
+
+header_type! {
+    /// Profile header.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    Header,
+    text: String,
     /// Command line.
-    pub cmdline: Vec<String>,
+    cmdline: Vec<String>,
     /// Path of the executable.
-    pub exe: String,
-    /// Wall-clock start and end, ns since the Unix epoch.
-    pub start_unix_ns: u64,
-    /// See `start_unix_ns`.
-    pub end_unix_ns: u64,
-    /// Duration of metering (monotonic), ns.
-    pub duration_ns: u64,
-    /// Clock calibration.
-    pub clock: ClockInfo,
-    /// Online CPUs.
-    pub cpu_count: u32,
-    /// Hold timing mode.
-    pub hold_timing: HoldTiming,
-    /// Why the profile was written.
-    pub end_reason: EndReason,
+    exe: String,
 }
 
 /// One line of `/proc/PID/maps`.

@@ -20,6 +20,7 @@
 //! and [`unavailable`] says how to get eBPF support.
 
 #[cfg_attr(not(lockmeter_bpf), allow(dead_code))]
+mod frames;
 mod golang;
 mod procfs;
 mod profile;

@@ -224,3 +224,38 @@ pub(crate) use ipool::take as itake;
 pub(crate) fn igive(i: u32) {
     inode(i).state.store(FREE, Release);
 }
+
+/// Where an index-queued lock ([`QSpin`](crate::QSpin), [`UnfairQ`](crate::UnfairQ)) gets its
+/// nodes: the arena here ([`ArenaPool`]), or the C-ABI locks' mapped array (`cabi_queue.rs`),
+/// so that both are built from one algorithm, the one the loom models check.
+pub(crate) trait Pool {
+    /// A node for the caller: its `next` cleared and its state `WAITING`.
+    fn take() -> u32;
+    /// The node at index `i` (one `take` returned).
+    fn node(i: u32) -> &'static INode;
+    /// Gives node `i` back (from any thread): nobody references it any more.
+    fn give(i: u32);
+}
+
+/// The arena's nodes (see [`itake`]).
+#[derive(Debug)]
+pub(crate) struct ArenaPool;
+
+impl Pool for ArenaPool {
+    #[inline]
+    fn take() -> u32 {
+        let i = itake();
+        let n = inode(i);
+        n.next.store(0, Relaxed);
+        n.state.store(WAITING, Relaxed);
+        i
+    }
+    #[inline]
+    fn node(i: u32) -> &'static INode {
+        inode(i)
+    }
+    #[inline]
+    fn give(i: u32) {
+        igive(i)
+    }
+}

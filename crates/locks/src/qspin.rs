@@ -25,7 +25,7 @@
 //! model does not allow mixed-size atomic accesses, so this is one RMW instead of one store.
 
 use crate::primitive::{AtomicU32, Ordering::*, spin_loop};
-use crate::qnode::{HEAD, WAITING, igive, inode, itake};
+use crate::qnode::{ArenaPool, HEAD, Pool};
 use crate::relax::{Pause, Relax};
 use core::marker::PhantomData;
 
@@ -40,15 +40,14 @@ const PENDING_LOOPS: u32 = 1 << 9;
 /// The 4-byte queued spinlock with spin policy `P`: see the [module docs](self).
 #[derive(Debug)]
 pub struct QSpin<P = Pause> {
-    val: AtomicU32,
-    _p: PhantomData<fn() -> P>,
+    w: Word<ArenaPool, P>,
 }
 
 impl<P> QSpin<P> {
     maybe_const_fn! {
         /// An unlocked lock.
         pub fn new() -> Self {
-            QSpin { val: AtomicU32::new(0), _p: PhantomData }
+            QSpin { w: Word::new() }
         }
     }
 }
@@ -59,7 +58,48 @@ impl<P> Default for QSpin<P> {
     }
 }
 
-impl<P: Relax> QSpin<P> {
+/// The lock word and the algorithm, over the node pool `N` and spin policy `P`: [`QSpin`] (the
+/// arena's nodes) and the C-ABI `QSpinC` (`cabi_queue.rs`, nodes in a mapped array) are this.
+#[derive(Debug)]
+#[repr(transparent)]
+pub(crate) struct Word<N, P> {
+    val: AtomicU32,
+    _p: PhantomData<fn() -> (N, P)>,
+}
+
+impl<N, P> Word<N, P> {
+    maybe_const_fn! {
+        /// An unlocked word.
+        pub(crate) fn new() -> Self {
+            Word { val: AtomicU32::new(0), _p: PhantomData }
+        }
+    }
+}
+
+impl<N: Pool, P: Relax> Word<N, P> {
+    #[inline]
+    pub(crate) fn lock(&self) {
+        if let Err(v) = self.val.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            self.lock_slow(v);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        self.val.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
+    }
+
+    /// Releases the lock (held, by any thread).
+    #[inline]
+    pub(crate) fn unlock(&self) {
+        self.val.fetch_sub(LOCKED, Release);
+    }
+
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.val.load(Relaxed) & LOCKED_MASK != 0
+    }
+
     #[cold]
     fn lock_slow(&self, mut val: u32) {
         let mut r = P::default();
@@ -95,12 +135,10 @@ impl<P: Relax> QSpin<P> {
 
     fn lock_queued(&self) {
         let mut r = P::default();
-        let idx = itake();
-        let node = inode(idx);
-        node.next.store(0, Relaxed);
-        node.state.store(WAITING, Relaxed);
-        if self.try_lock_inner() {
-            igive(idx);
+        let idx = N::take();
+        let node = N::node(idx);
+        if self.val.load(Relaxed) == 0 && self.try_lock() {
+            N::give(idx);
             return;
         }
         let tail = (idx + 1) << TAIL_SHIFT;
@@ -113,7 +151,7 @@ impl<P: Relax> QSpin<P> {
             }
         };
         if old & TAIL_MASK != 0 {
-            let prev = inode((old >> TAIL_SHIFT) - 1);
+            let prev = N::node((old >> TAIL_SHIFT) - 1);
             prev.next.store(idx + 1, Release);
             while node.state.load(Acquire) != HEAD {
                 r.relax();
@@ -133,7 +171,7 @@ impl<P: Relax> QSpin<P> {
         if val & TAIL_MASK == tail
             && self.val.compare_exchange(val, LOCKED, Acquire, Relaxed).is_ok()
         {
-            igive(idx);
+            N::give(idx);
             return;
         }
         self.val.fetch_or(LOCKED, Acquire);
@@ -144,14 +182,8 @@ impl<P: Relax> QSpin<P> {
             }
             spin_loop();
         };
-        inode(next - 1).state.store(HEAD, Release);
-        igive(idx);
-    }
-
-    #[inline]
-    fn try_lock_inner(&self) -> bool {
-        self.val.load(Relaxed) == 0
-            && self.val.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
+        N::node(next - 1).state.store(HEAD, Release);
+        N::give(idx);
     }
 }
 
@@ -164,20 +196,18 @@ unsafe impl<P: Relax> lock_api::RawMutex for QSpin<P> {
 
     #[inline]
     fn lock(&self) {
-        if let Err(v) = self.val.compare_exchange(0, LOCKED, Acquire, Relaxed) {
-            self.lock_slow(v);
-        }
+        self.w.lock()
     }
     #[inline]
     fn try_lock(&self) -> bool {
-        self.val.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
+        self.w.try_lock()
     }
     #[inline]
     unsafe fn unlock(&self) {
-        self.val.fetch_sub(LOCKED, Release);
+        self.w.unlock()
     }
     #[inline]
     fn is_locked(&self) -> bool {
-        self.val.load(Relaxed) & LOCKED_MASK != 0
+        self.w.is_locked()
     }
 }

@@ -23,7 +23,7 @@
 //! Unlock: a release store of 0 to `locked`.
 
 use crate::primitive::{AtomicU32, AtomicU64, Ordering::*, spin_loop};
-use crate::qnode::{HEAD, STOLEN, WAITING, igive, inode, itake};
+use crate::qnode::{ArenaPool, HEAD, Pool, STOLEN, WAITING};
 use crate::relax::{Pause, Relax};
 use core::marker::PhantomData;
 use core::sync::atomic::AtomicU64 as StatU64;
@@ -55,21 +55,59 @@ struct Counters {
     head: StatU64,
 }
 
-impl Counters {
-    #[inline]
-    fn bump(c: &StatU64) {
-        c.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+/// Whether `s` counts anything (a constant of its type).
+#[inline(always)]
+fn counts<S: Steals>(_: &S) -> bool {
+    S::COUNTS
+}
+
+#[inline]
+fn bump(c: &StatU64) {
+    c.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// What the algorithm tells its statistics: [`UnfairQ`]'s counters, or nothing (`()`: the C-ABI
+/// lock, which has no room for them).
+pub(crate) trait Steals {
+    /// Whether anything is counted (the fast path then checks for a queue it overtook).
+    const COUNTS: bool;
+    /// A steal attempt: a `cmpxchg` on a lock that looked free, outside the head.
+    fn trylock(&self) {}
+    /// A steal at queue position `pos` (0: on arrival).
+    fn steal(&self, pos: u64) {
+        let _ = pos;
+    }
+    /// A thread entered the queue.
+    fn queued(&self) {}
+    /// An acquisition by the queue head.
+    fn head(&self) {}
+}
+
+impl Steals for () {
+    const COUNTS: bool = false;
+}
+
+impl Steals for Counters {
+    const COUNTS: bool = true;
+    fn trylock(&self) {
+        bump(&self.trylocks)
+    }
+    fn steal(&self, pos: u64) {
+        bump(&self.steals[(pos as usize).min(STEAL_POSITIONS - 1)])
+    }
+    fn queued(&self) {
+        bump(&self.queued)
+    }
+    fn head(&self) {
+        bump(&self.head)
     }
 }
 
 /// The unfair queued lock with spin policy `P`: see the [module docs](self).
 #[derive(Debug)]
 pub struct UnfairQ<P = Pause> {
-    locked: AtomicU32,
-    tail: AtomicU32,
-    head_seq: AtomicU64,
+    q: Queue<ArenaPool, P>,
     stats: Counters,
-    _p: PhantomData<fn() -> P>,
 }
 
 impl<P> UnfairQ<P> {
@@ -77,16 +115,13 @@ impl<P> UnfairQ<P> {
         /// An unlocked lock.
         pub fn new() -> Self {
             UnfairQ {
-                locked: AtomicU32::new(0),
-                tail: AtomicU32::new(0),
-                head_seq: AtomicU64::new(0),
+                q: Queue::new(),
                 stats: Counters {
                     steals: [const { StatU64::new(0) }; STEAL_POSITIONS],
                     trylocks: StatU64::new(0),
                     queued: StatU64::new(0),
                     head: StatU64::new(0),
                 },
-                _p: PhantomData,
             }
         }
     }
@@ -116,32 +151,78 @@ fn steal_mask(pos: u64) -> u32 {
     (1u32 << shift) - 1
 }
 
-impl<P: Relax> UnfairQ<P> {
+/// The lock's state and the algorithm, over the node pool `N` and spin policy `P`: [`UnfairQ`]
+/// (the arena's nodes, with statistics) and the C-ABI `UnfairC` (`cabi_queue.rs`, nodes in a
+/// mapped array, no statistics) are this.
+#[derive(Debug)]
+#[repr(C)]
+pub(crate) struct Queue<N, P> {
+    locked: AtomicU32,
+    tail: AtomicU32,
+    head_seq: AtomicU64,
+    _p: PhantomData<fn() -> (N, P)>,
+}
+
+impl<N, P> Queue<N, P> {
+    maybe_const_fn! {
+        /// An unlocked lock.
+        pub(crate) fn new() -> Self {
+            Queue {
+                locked: AtomicU32::new(0),
+                tail: AtomicU32::new(0),
+                head_seq: AtomicU64::new(0),
+                _p: PhantomData,
+            }
+        }
+    }
+}
+
+impl<N: Pool, P: Relax> Queue<N, P> {
     #[inline]
-    fn cas_lock(&self) -> bool {
+    pub(crate) fn try_lock(&self) -> bool {
         self.locked.compare_exchange(0, 1, Acquire, Relaxed).is_ok()
     }
 
-    #[cold]
-    fn lock_slow(&self) {
-        let mut r = P::default();
-        Counters::bump(&self.stats.trylocks);
-        if self.locked.load(Relaxed) == 0 && self.cas_lock() {
-            Counters::bump(&self.stats.steals[0]);
+    #[inline]
+    pub(crate) fn lock(&self, s: &impl Steals) {
+        if self.try_lock() {
+            if counts(s) && self.tail.load(Relaxed) != 0 {
+                s.steal(0);
+            }
             return;
         }
-        Counters::bump(&self.stats.queued);
-        let idx = itake();
-        let node = inode(idx);
-        node.next.store(0, Relaxed);
-        node.state.store(WAITING, Relaxed);
+        self.lock_slow(s);
+    }
+
+    /// Releases the lock (held, by any thread).
+    #[inline]
+    pub(crate) fn unlock(&self) {
+        self.locked.store(0, Release);
+    }
+
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.locked.load(Relaxed) != 0
+    }
+
+    #[cold]
+    fn lock_slow(&self, s: &impl Steals) {
+        let mut r = P::default();
+        s.trylock();
+        if self.locked.load(Relaxed) == 0 && self.try_lock() {
+            s.steal(0);
+            return;
+        }
+        s.queued();
+        let idx = N::take();
+        let node = N::node(idx);
         let pred = self.tail.swap(idx + 1, AcqRel);
         if pred == 0 {
             let seq = self.head_seq.load(Relaxed).wrapping_add(1);
             node.seq.store(seq, Relaxed);
             self.head_seq.store(seq, Relaxed);
         } else {
-            let p = inode(pred - 1);
+            let p = N::node(pred - 1);
             // `p` cannot be freed before we link: whoever skips it waits for its `next`.
             node.seq.store(p.seq.load(Relaxed).wrapping_add(1), Relaxed);
             p.next.store(idx + 1, Release);
@@ -153,15 +234,14 @@ impl<P: Relax> UnfairQ<P> {
                 spins = spins.wrapping_add(1);
                 let pos = 1 + node.seq.load(Relaxed).wrapping_sub(self.head_seq.load(Relaxed));
                 if pos >= 2 && spins & steal_mask(pos) == 0 && self.locked.load(Relaxed) == 0 {
-                    Counters::bump(&self.stats.trylocks);
-                    if self.cas_lock() {
+                    s.trylock();
+                    if self.try_lock() {
                         if node.state.compare_exchange(WAITING, STOLEN, AcqRel, Acquire).is_ok() {
-                            let slot = (pos as usize).min(STEAL_POSITIONS - 1);
-                            Counters::bump(&self.stats.steals[slot]);
-                            return; // our node stays queued; it is skipped later
+                            s.steal(pos);
+                            return; // our node stays queued; whoever passes over it gives it back
                         }
                         // Made head meanwhile: we hold the lock, so just pass headship on.
-                        Counters::bump(&self.stats.head);
+                        s.head();
                         self.pass_on(idx);
                         return;
                     }
@@ -171,12 +251,12 @@ impl<P: Relax> UnfairQ<P> {
         }
         // Queue head: spin on the lock word.
         loop {
-            if self.locked.load(Relaxed) == 0 && self.cas_lock() {
+            if self.locked.load(Relaxed) == 0 && self.try_lock() {
                 break;
             }
             r.relax();
         }
-        Counters::bump(&self.stats.head);
+        s.head();
         self.pass_on(idx);
     }
 
@@ -184,11 +264,11 @@ impl<P: Relax> UnfairQ<P> {
     fn pass_on(&self, idx: u32) {
         let mut cur = idx;
         loop {
-            let c = inode(cur);
+            let c = N::node(cur);
             let mut nx = c.next.load(Acquire);
             if nx == 0 {
                 if self.tail.compare_exchange(cur + 1, 0, AcqRel, Relaxed).is_ok() {
-                    igive(cur);
+                    N::give(cur);
                     return;
                 }
                 loop {
@@ -199,8 +279,8 @@ impl<P: Relax> UnfairQ<P> {
                     spin_loop();
                 }
             }
-            igive(cur);
-            let m = inode(nx - 1);
+            N::give(cur);
+            let m = N::node(nx - 1);
             self.head_seq.store(m.seq.load(Relaxed), Relaxed);
             if m.state.compare_exchange(WAITING, HEAD, AcqRel, Acquire).is_ok() {
                 return;
@@ -219,24 +299,18 @@ unsafe impl<P: Relax> lock_api::RawMutex for UnfairQ<P> {
 
     #[inline]
     fn lock(&self) {
-        if self.cas_lock() {
-            if self.tail.load(Relaxed) != 0 {
-                Counters::bump(&self.stats.steals[0]);
-            }
-            return;
-        }
-        self.lock_slow();
+        self.q.lock(&self.stats)
     }
     #[inline]
     fn try_lock(&self) -> bool {
-        self.cas_lock()
+        self.q.try_lock()
     }
     #[inline]
     unsafe fn unlock(&self) {
-        self.locked.store(0, Release);
+        self.q.unlock()
     }
     #[inline]
     fn is_locked(&self) -> bool {
-        self.locked.load(Relaxed) != 0
+        self.q.is_locked()
     }
 }

@@ -1,38 +1,14 @@
 //! The borrowed inputs of the header and map records: [`HeaderRef`] and [`MapRef`].
 
-use crate::model::{ClockInfo, EndReason, HoldTiming};
-
-/// The header, borrowed: what the preload has at hand, nothing owned.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HeaderRef<'a> {
-    /// Which collector wrote it: `preload`, `kernel`, `library`.
-    pub collector: &'a str,
-    /// Version of lockmeter that wrote it.
-    pub lockmeter_version: &'a str,
-    /// Process id.
-    pub pid: u32,
-    /// Parent process id.
-    pub ppid: u32,
-    /// Number of this image within the pid.
-    pub image_seq: u32,
+crate::model::header_type! {
+    /// The header, borrowed: what the preload has at hand, nothing owned.
+    #[derive(Debug, Clone, Copy, Default)]
+    HeaderRef<'a>,
+    text: &'a str,
     /// The command line exactly as `/proc/self/cmdline` gives it: each argument followed by a NUL.
-    pub cmdline: &'a [u8],
+    cmdline: &'a [u8],
     /// Path of the executable (bytes of `readlink /proc/self/exe`).
-    pub exe: &'a [u8],
-    /// Wall-clock start, ns since the Unix epoch.
-    pub start_unix_ns: u64,
-    /// Wall-clock end, ns since the Unix epoch.
-    pub end_unix_ns: u64,
-    /// Duration of metering (monotonic), ns.
-    pub duration_ns: u64,
-    /// Clock calibration.
-    pub clock: ClockInfo,
-    /// Online CPUs.
-    pub cpu_count: u32,
-    /// Hold timing mode.
-    pub hold_timing: HoldTiming,
-    /// Why the profile was written.
-    pub end_reason: EndReason,
+    exe: &'a [u8],
 }
 
 /// One memory-map line, borrowed.

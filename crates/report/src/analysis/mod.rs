@@ -441,6 +441,7 @@ pub struct Analysis {
 
 mod build;
 mod merge;
+mod naming;
 mod samples;
 
 pub use merge::ProcessAgg;

@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::ExportError;
-use super::plot::write_figure;
+use super::image::write_figure;
 
 /// One algorithm's runs.
 #[derive(Debug, Clone)]

@@ -36,6 +36,7 @@
 pub mod compare_plot;
 pub mod diff;
 pub mod flame;
+mod image;
 pub mod perfetto;
 pub mod plot;
 pub mod pprof;
