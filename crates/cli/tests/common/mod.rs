@@ -205,6 +205,18 @@ fn clip(s: &str, max: usize) -> String {
 /// Starts `cmd` in its own process group with piped stdio.
 pub fn spawn(cmd: &mut Command) -> Child {
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    // A test runner started by `nohup` or as a shell's background job ignores SIGHUP or
+    // SIGINT/SIGQUIT, and its children inherit that (the collector rightly leaves an ignored
+    // signal ignored): start every program with the fatal signals at their default action.
+    // SAFETY: `signal` is async-signal-safe; nothing else runs between fork and exec here.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGPIPE] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"))
 }
 
