@@ -166,6 +166,7 @@ pub(crate) fn lookup(
             return Ok((unsafe { &(*c.entry).stats }, slot, k));
         }
     }
+    let _slow = crate::cost::SlowLookup { counters: &cx.shard.cost, t0: clock::now() };
     let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     // The constructor's calibration lock is left out of the profile, its losses too (a cap
     // below the collector's fixed tables refuses every record).
