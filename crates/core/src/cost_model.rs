@@ -1,12 +1,33 @@
 //! The preload collector's model of its own cost: `overhead.estimated_slowdown` (estimated
 //! metered wall / unmetered wall) from what it measured in the run (the preload's `cost.rs`).
 //!
-//! The pair as the run paid it is the calibrated uncontended pair with its in-critical-section
-//! part replaced by the run's measurement. Work outside critical sections runs in parallel, so
-//! pairs x acquisitions plus the contended path's time is divided over the threads that ran at
-//! once; the hooks' time inside the critical section of a hold that another thread waited for
-//! delays that thread directly, so holds waited for x in-critical-section time adds to wall time
-//! undivided.
+//! The model, and what it assumes:
+//!
+//! 1. **The hooks' CPU time.** The pair as the run paid it is the calibrated uncontended pair
+//!    plus what the run's sampled intervals measured beyond the calibration's: the hooks' work
+//!    inside the critical section, their work outside it, and the real lock and unlock calls
+//!    (slower in the run when the collector's records evict the program's lock lines, or when
+//!    the collector's work inside critical sections makes the lock's line travel between CPUs).
+//!    Differences, so the clock reads' own cost in each timed interval cancels; never below the
+//!    calibrated pair (the run cannot do the hooks' work faster than hot caches did). Plus the
+//!    contended path (measured) and the lookups that missed the thread's lookup cache (every
+//!    one timed: mostly each record's first use, its stack and the memory it faults in, which
+//!    the sampled intervals leave out; the few that fell in a sampled interval count twice).
+//!    That is `hooks`, CPU time summed over threads.
+//! 2. **Where the run's time went.** The process's CPU time `cpu` (user and system, all
+//!    threads) over the run's wall time `duration` is the parallelism the run had: its threads'
+//!    work, the hooks' included, was spread at that rate (above 1: several CPUs at once; below:
+//!    the machine was shared, or threads slept). The unmetered run is assumed to do the
+//!    program's own CPU work, `cpu - hooks`, at the same rate. Hooks' time inside critical
+//!    sections that another thread waited for (`serialized`) delays that thread directly: it
+//!    adds to wall time undivided when more than one CPU ran (a saturated lock serializes the
+//!    program whatever the CPUs).
+//! 3. **What it leaves out.** Sleeps and wake-ups the unmetered run would not have had (a convoy
+//!    that forms only under the collector) beyond the CPU time they cost, and profile writing.
+//!    The unmetered run cannot take less than a hundredth of the metered one (the 100x ceiling).
+//!
+//! Without the process's CPU time (0: not measured), the hooks' time is divided over the threads
+//! that ran at once ([`parallelism`]), as earlier writers did.
 
 /// What the model is given, summed over the threads (ns, already converted from ticks).
 #[derive(Debug, Default, Clone, Copy)]
@@ -29,10 +50,32 @@ pub struct Inputs {
     pub calib_out_ns: f64,
     /// The same measured in the run (per acquisition and release together; 0: none timed).
     pub out_ns: f64,
+    /// The real trylock and unlock calls of the calibration pairs, together.
+    pub calib_real_ns: f64,
+    /// The same measured in the run (0: none timed).
+    pub real_ns: f64,
     /// Time on the contended path (measured: waiters' sides, holders' sides extrapolated).
     pub contended_ns: u64,
-    /// Threads that ran at once, on average ([`parallelism`]; at least 1).
+    /// Time of the lookups that missed the threads' lookup caches (first uses included).
+    pub slow_ns: u64,
+    /// The process's CPU time over the run, all threads (0: not measured).
+    pub cpu_ns: u64,
+    /// Threads that ran at once, on average ([`parallelism`]; at least 1): used only without
+    /// `cpu_ns`.
     pub parallel: f64,
+}
+
+/// What the model concludes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    /// Estimated slowdown x 1000 (metered wall / unmetered wall); 0: no duration.
+    pub slowdown_milli: u64,
+    /// Time on the contended path (as given).
+    pub contended_ns: u64,
+    /// Hook time inside critical sections that another thread waited for.
+    pub serialized_ns: u64,
+    /// The hooks' CPU time, summed over threads (pairs, contended path, slow lookups).
+    pub hooks_ns: u64,
 }
 
 /// How many threads ran at once, on average: of the `threads` that took locks (at most the
@@ -48,59 +91,143 @@ pub fn parallelism(threads: u64, cpus: u64, duration_ns: u64, wait_ns: u64) -> f
     running.clamp(1.0, most)
 }
 
-/// The estimate: (slowdown x 1000, contended-path ns, serialized ns). Slowdown 0: no duration.
-pub fn estimate(i: &Inputs) -> (u64, u64, u64) {
-    let cs = i.cs_acq_ns + i.cs_rel_ns;
-    // The pair as the run paid it: the calibrated pair with its timed parts, inside and outside
-    // the critical section, as measured in the run (cache misses on shared lines, records and
-    // registry slots that miss the CPU's caches when a thread takes thousands of locks).
-    let (calib_out, out) = if i.out_ns > 0.0 { (i.calib_out_ns, i.out_ns) } else { (0.0, 0.0) };
-    let pair = (i.ns_per_pair as f64 - i.calib_cs_ns - calib_out).max(0.0) + cs + out;
-    let pair = pair.max(i.ns_per_pair as f64);
-    let serial = i.wanted_holds as f64 * cs;
-    let parallel = (i.acquisitions as f64 * pair - serial).max(0.0) + i.contended_ns as f64;
-    let parallel = parallel / i.parallel.max(1.0);
+/// The pair as the run paid it, and its part inside the critical section, in ns.
+fn pair_as_paid(i: &Inputs) -> (f64, f64) {
+    let pair = i.ns_per_pair as f64;
+    // Each timed interval also holds about one clock read: the calibration's four timed parts
+    // (two inside the critical section, two outside) add up to the whole pair plus four reads.
+    let read = ((i.calib_cs_ns + i.calib_out_ns - pair) / 4.0).max(0.0);
+    let cs_run = i.cs_acq_ns + i.cs_rel_ns;
+    let mut beyond = cs_run - i.calib_cs_ns;
+    if i.out_ns > 0.0 {
+        beyond += i.out_ns - i.calib_out_ns;
+    }
+    if i.real_ns > 0.0 && i.calib_real_ns > 0.0 {
+        beyond += i.real_ns - i.calib_real_ns;
+    }
+    (pair + beyond.max(0.0), (cs_run - 2.0 * read).max(0.0))
+}
+
+/// The estimate (see the module's comment).
+pub fn estimate(i: &Inputs) -> Estimate {
+    let (pair, cs) = pair_as_paid(i);
+    let hooks = i.acquisitions as f64 * pair + i.contended_ns as f64 + i.slow_ns as f64;
+    let serial = (i.wanted_holds as f64 * cs).min(hooks);
+    let mut e = Estimate {
+        slowdown_milli: 0,
+        contended_ns: i.contended_ns,
+        serialized_ns: serial as u64,
+        hooks_ns: hooks as u64,
+    };
     let t = i.duration_ns as f64;
     if t <= 0.0 {
-        return (0, i.contended_ns, serial as u64);
+        return e;
     }
+    let added = if i.cpu_ns > 0 {
+        // Threads' work per wall ns; the hooks' share of the CPU time is their share of the run.
+        let rate = i.cpu_ns as f64 / t;
+        serial / rate.min(1.0) + (hooks - serial) / rate
+    } else {
+        serial + (hooks - serial) / i.parallel.max(1.0)
+    };
     // The unmetered run cannot take less than a hundredth of the metered one in this model.
-    let bare = (t - serial - parallel).max(t / 100.0);
-    (((t / bare) * 1000.0).round() as u64, i.contended_ns, serial as u64)
+    let bare = (t - added).max(t / 100.0);
+    e.slowdown_milli = ((t / bare) * 1000.0).round() as u64;
+    e
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn serialized_time_is_not_divided_over_threads() {
-        let base = Inputs {
-            duration_ns: 1_000_000_000,
+    const S: u64 = 1_000_000_000;
+
+    /// 10M acquisitions in 1 s, a 10 ns pair whose calibration timed 6 ns inside the critical
+    /// section and 8 ns outside (two intervals each, each with a clock read of 1 ns), 4 threads
+    /// on 4 CPUs.
+    fn base() -> Inputs {
+        Inputs {
+            duration_ns: S,
             acquisitions: 10_000_000,
             ns_per_pair: 10,
+            calib_cs_ns: 6.0,
+            cs_acq_ns: 3.0,
+            cs_rel_ns: 3.0,
+            calib_out_ns: 8.0,
+            out_ns: 8.0,
+            calib_real_ns: 12.0,
+            real_ns: 12.0,
             parallel: 4.0,
             ..Inputs::default()
-        };
-        // 100 ms of uncontended pairs over 4 threads: 25 ms of a 1 s run.
-        assert_eq!(estimate(&base).0, 1026);
-        // Every hold waited for, 30 ns inside each critical section: 300 ms more, undivided.
-        let sat = Inputs { wanted_holds: 10_000_000, cs_acq_ns: 20.0, cs_rel_ns: 10.0, ..base };
-        let (x, _, serial) = estimate(&sat);
-        assert_eq!(serial, 300_000_000);
-        assert_eq!(x, 1481);
-        // The calibration's own in-critical-section part is replaced by the run's.
-        assert_eq!(estimate(&Inputs { calib_cs_ns: 5.0, ..sat }).0, 1455);
-        // The work outside critical sections as measured in the run replaces its calibrated
-        // part (a record that missed the caches: 30 ns a pair, over 4 threads); none timed:
-        // the calibration stands.
-        let missed = Inputs { calib_out_ns: 4.0, out_ns: 24.0, ..base };
-        assert_eq!(estimate(&missed).0, 1081);
-        assert_eq!(estimate(&Inputs { out_ns: 0.0, ..missed }).0, 1026);
+        }
+    }
+
+    #[test]
+    fn the_pair_is_the_calibrated_one_plus_what_the_run_paid_beyond_it() {
+        // As calibrated: 10 ns; inside the critical section 6 ns less one read per interval.
+        assert_eq!(pair_as_paid(&base()), (10.0, 4.0));
+        // Cache misses in the run: 20 ns more inside, 30 outside, 40 in the real calls.
+        let missed = Inputs { cs_acq_ns: 23.0, out_ns: 38.0, real_ns: 52.0, ..base() };
+        assert_eq!(pair_as_paid(&missed), (100.0, 24.0));
+        // Parts not timed in the run keep their calibrated cost.
+        assert_eq!(pair_as_paid(&Inputs { out_ns: 0.0, real_ns: 0.0, ..missed }), (30.0, 24.0));
+        // Never below the calibrated pair, nor below nothing inside.
+        assert_eq!(pair_as_paid(&Inputs { cs_acq_ns: 0.0, cs_rel_ns: 0.0, ..base() }), (10.0, 0.0));
+    }
+
+    #[test]
+    fn hooks_count_pairs_the_contended_path_and_slow_lookups() {
+        let i = Inputs { contended_ns: 5_000_000, slow_ns: 2_000_000, ..base() };
+        // 100 ms of pairs, 5 ms contended, 2 ms of slow lookups.
+        assert_eq!(estimate(&i).hooks_ns, 107_000_000);
+        assert_eq!(estimate(&i).contended_ns, 5_000_000);
+    }
+
+    #[test]
+    fn the_hooks_share_of_cpu_time_is_their_share_of_wall_time() {
+        // 4 CPUs busy all along (4 s of CPU), 100 ms of it the hooks': 25 ms of a 1 s run.
+        let busy = Inputs { cpu_ns: 4 * S, ..base() };
+        assert_eq!(estimate(&busy).slowdown_milli, 1026);
+        // The same run on a shared machine that gave it half a CPU: the hooks' 100 ms of CPU
+        // took 200 ms of the run.
+        let shared = Inputs { cpu_ns: S / 2, ..base() };
+        assert_eq!(estimate(&shared).slowdown_milli, 1250);
+        // The hooks took 0.9 of the CPU time: the program alone would have taken a tenth.
+        let mostly = Inputs { cpu_ns: S / 9 + 1, ..base() };
+        assert_eq!(estimate(&mostly).slowdown_milli, 10_000);
+        // More hook time than CPU time (a measurement that cannot be): the ceiling, 100x.
+        assert_eq!(estimate(&Inputs { cpu_ns: S / 20, ..base() }).slowdown_milli, 100_000);
+        // Without the CPU time: divided over the threads that ran at once.
+        assert_eq!(estimate(&base()).slowdown_milli, 1026);
         // No duration: no estimate.
-        assert_eq!(estimate(&Inputs { duration_ns: 0, ..sat }).0, 0);
-        // Added time beyond the run is capped.
-        assert_eq!(estimate(&Inputs { wanted_holds: 1 << 40, ..sat }).0, 100_000);
+        assert_eq!(estimate(&Inputs { duration_ns: 0, ..busy }).slowdown_milli, 0);
+    }
+
+    #[test]
+    fn serialized_time_is_not_divided_over_cpus() {
+        // 4M holds, every one waited for, a 100 ns pair with 24 ns of hook time inside each
+        // critical section: 400 ms of hooks, 96 ms of them serialized, undivided; the other
+        // 304 ms over 4 CPUs: 172 ms of a 1 s run.
+        let sat = Inputs {
+            acquisitions: 4_000_000,
+            wanted_holds: 4_000_000,
+            cs_acq_ns: 23.0,
+            out_ns: 38.0,
+            real_ns: 52.0,
+            cpu_ns: 4 * S,
+            ..base()
+        };
+        let e = estimate(&sat);
+        assert_eq!(e.hooks_ns, 400_000_000);
+        assert_eq!(e.serialized_ns, 96_000_000);
+        assert_eq!(e.slowdown_milli, 1208);
+        // Below one CPU, everything is divided by the rate: 400 ms of hooks at half a CPU.
+        assert_eq!(estimate(&Inputs { cpu_ns: S / 2, ..sat }).slowdown_milli, 5000);
+        // Without the CPU time, over the threads that ran at once.
+        assert_eq!(estimate(&Inputs { cpu_ns: 0, ..sat }).slowdown_milli, 1208);
+        // The serialized time is part of the hooks' time, never more.
+        let few = Inputs { acquisitions: 1, wanted_holds: 1 << 40, ..sat };
+        assert_eq!(estimate(&few).serialized_ns, estimate(&few).hooks_ns);
     }
 
     #[test]

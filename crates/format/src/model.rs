@@ -407,6 +407,12 @@ pub struct Overhead {
     /// Estimated time the hooks added inside critical sections that other threads waited for,
     /// in ns: added to wall time undivided.
     pub serialized_ns: u64,
+    /// The process's CPU time over the run (user and system, all threads), in ns; 0 when not
+    /// measured (files of earlier writers).
+    pub cpu_ns: u64,
+    /// Estimated CPU time the hooks took (pairs as the run paid them, the contended path, first
+    /// uses), summed over threads, in ns; 0 when not estimated.
+    pub hooks_ns: u64,
 }
 
 impl Overhead {

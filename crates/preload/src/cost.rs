@@ -2,29 +2,34 @@
 //! turns that into `overhead.estimated_slowdown` (estimated metered wall / unmetered wall).
 //!
 //! Measured per thread with the clock the hooks already use, cheaply:
-//! - the hooks' work inside critical sections (from the real lock's return to the end of the
-//!   acquisition hook, and from the release hook's start to the real unlock), timed on one
-//!   acquisition and one release in [`SAMPLE`], under the run's real cache traffic;
+//! - one acquisition and one release in [`SAMPLE`], under the run's real cache traffic: the
+//!   hooks' work inside critical sections (from the real lock's return to the end of the
+//!   acquisition hook, and from the release hook's start to the real unlock), their work outside
+//!   (the record's lookup before the real lock call, the hold's record after the real unlock)
+//!   and the real trylock and unlock between them; the hook's first and last reads are ordered
+//!   ([`edge_if`]), so that the parts add up to the whole;
+//! - every lookup that missed the thread's lookup cache ([`SlowLookup`]: first uses);
 //! - the contended path: gathering a waiter's side (its stack) before it blocks, always timed (it
 //!   waits anyway), and the holder's side after releasing a wanted lock, timed one time in
-//!   [`SAMPLE`] and counted every time.
+//!   [`SAMPLE`] and counted every time;
+//! - the process's CPU time over the run ([`process_cpu_ns`]).
 //!
 //! A sampled interval in which the thread was preempted is left out (see [`MAX_TICKS`]).
 //!
-//! The model (see FORMAT.md, OVERHEAD): the pair as the run paid it is the calibrated
-//! uncontended pair with its in-critical-section part replaced by the run's measurement. Work
-//! outside critical sections runs in parallel, so pairs x acquisitions plus the contended path's
-//! time is divided over the threads that ran at once (threads that took locks, at most the CPUs);
-//! the hooks' time inside the critical section of a hold that another thread waited for delays
-//! that thread directly, so holds waited for x in-critical-section time adds to wall time
-//! undivided.
+//! The model is `lockmeter_core::cost_model` (what it assumes is written there; FORMAT.md,
+//! OVERHEAD): the hooks' CPU time is the pair as the run paid it x acquisitions, plus the slow
+//! lookups and the contended path; the unmetered run does the rest of the CPU time at the rate
+//! the run had (CPU time / wall time); hook time inside critical sections that another thread
+//! waited for adds to wall time undivided.
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use lockmeter_core::Counter;
 use lockmeter_core::clock;
 
-/// One acquisition, release or holder-side capture in this many is timed.
-pub(crate) const SAMPLE: u32 = 64;
+/// One acquisition, release or holder-side capture in this many is timed. Prime, so that it
+/// does not keep step with a power-of-two sampling of the hooks' own (`--hold sample:16`, stack
+/// resampling): in step, every timed hold would be a sampled one, or none.
+pub(crate) const SAMPLE: u32 = 61;
 
 /// A thread's cost measurements (single writer: the thread).
 #[derive(Default)]
@@ -49,19 +54,80 @@ pub(crate) struct CostCounters {
     pub(crate) holding: Counter,
     pub(crate) holding_timed: Counter,
     pub(crate) holding_ticks: Counter,
+    /// The same sampled acquisitions' and releases' real calls: the real trylock that took the
+    /// lock at once, and the real unlock (releases of wanted locks left out). Compared with the
+    /// calibration's, they show what the collector's memory traffic costs the program's own lock
+    /// calls (its records evict the program's lock lines from the caches).
+    pub(crate) acq_real_timed: Counter,
+    pub(crate) acq_real_ticks: Counter,
+    pub(crate) rel_real_timed: Counter,
+    pub(crate) rel_real_ticks: Counter,
+    /// Lookups that missed the thread's lookup cache, those timed and their ticks, every one
+    /// timed (see [`SlowLookup`]) but those preempted: mostly the first use of each record.
+    /// A sampled acquisition whose lookup missed leaves its lookup out of `acq_out_ticks`.
+    pub(crate) slow: Counter,
+    pub(crate) slow_timed: Counter,
+    pub(crate) slow_ticks: Counter,
 }
 
-/// Whether to time this one: true one time in [`SAMPLE`] of `counter`.
+/// Whether to time this one: true one time in [`SAMPLE`] of `counter` (counted down: no
+/// division on the hook path).
 #[inline(always)]
 pub(crate) fn sample(counter: &mut u32) -> bool {
-    *counter = counter.wrapping_add(1);
-    *counter % SAMPLE == 0
+    if *counter == 0 {
+        *counter = SAMPLE - 1;
+        return true;
+    }
+    *counter -= 1;
+    false
+}
+
+/// Times a lookup that missed the thread's lookup cache (the registry, the record table, a
+/// record's first use with its stack and the memory it faults in), every one: added to
+/// `slow_timed` and `slow_ticks` when dropped (unless the thread was preempted inside it: see
+/// [`MAX_TICKS`]), counted in `slow` always.
+pub(crate) struct SlowLookup<'a> {
+    pub(crate) counters: &'a CostCounters,
+    pub(crate) t0: u64,
+}
+
+impl Drop for SlowLookup<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let c = self.counters;
+        c.slow.add(1);
+        add(&c.slow_timed, &c.slow_ticks, self.t0, clock::now());
+    }
 }
 
 /// The clock now when `timed`, else 0.
 #[inline(always)]
 pub(crate) fn now_if(timed: bool) -> u64 {
     if timed { clock::now() } else { 0 }
+}
+
+/// [`now_if`] read in order, at the edges of a timed hook (its start, its end): once every
+/// earlier instruction completed (cache misses included) and before any later one starts, so
+/// that the timed parts add up to the hook's whole latency. A plain `rdtsc` lets a load that
+/// missed inside the hook complete after the last read, in untimed code: on 4096 mutexes the
+/// plain reads saw half the hooks' cost. Inside the hook the reads stay plain, so that the
+/// fences do not take away the overlap the hook's own parts have.
+#[inline(always)]
+pub(crate) fn edge_if(timed: bool) -> u64 {
+    if !timed {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if clock::source() == clock::Source::Tsc {
+        // SAFETY: `lfence` and `rdtsc` have no memory effects and exist on every x86_64 CPU.
+        unsafe {
+            core::arch::x86_64::_mm_lfence();
+            let t = core::arch::x86_64::_rdtsc();
+            core::arch::x86_64::_mm_lfence();
+            return t;
+        }
+    }
+    clock::now()
 }
 
 /// Timed intervals longer than this (ticks: about 40 us at 3 GHz) are left out: the thread was
@@ -102,9 +168,30 @@ pub(crate) static CALIB_CS_PS: AtomicU64 = AtomicU64::new(0);
 /// The same for the hooks' timed work outside the critical section.
 pub(crate) static CALIB_OUT_PS: AtomicU64 = AtomicU64::new(0);
 
-/// Keeps what the calibration pairs measured in [`CALIB_CS_PS`] and [`CALIB_OUT_PS`] (ticks
-/// converted by `to_ns`) and clears it from `c`, so that the run's figures are the program's
-/// alone.
+/// The same for the real lock and unlock calls.
+pub(crate) static CALIB_REAL_PS: AtomicU64 = AtomicU64::new(0);
+
+/// The process's CPU time (user and system, all its threads) when the run's clock started, in
+/// ns: the run's CPU time is measured from it (see [`process_cpu_ns`]).
+pub(crate) static START_CPU_NS: AtomicU64 = AtomicU64::new(0);
+
+/// CPU time of process `pid` so far (user and system, all its threads, those that exited
+/// included), in ns; 0 when it cannot be read. By pid rather than `CLOCK_PROCESS_CPUTIME_ID`:
+/// the guardian, which writes the profile of a program that died, is another process.
+pub(crate) fn process_cpu_ns(pid: u32) -> u64 {
+    // The kernel's CPU-time clock of a whole process: (~pid << 3) | CPUCLOCK_SCHED.
+    let id = ((!(pid as libc::clockid_t)) << 3) | 2;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+/// Keeps what the calibration pairs measured in [`CALIB_CS_PS`], [`CALIB_OUT_PS`] and
+/// [`CALIB_REAL_PS`] (ticks converted by `to_ns`) and clears it from `c`, so that the run's
+/// figures are the program's alone.
 pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
     let mean = |t: &Counter, n: &Counter| {
         if n.get() == 0 { 0 } else { to_ns(t.get() * 1000) / n.get() }
@@ -116,6 +203,11 @@ pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
     let out = mean(&c.acq_out_ticks, &c.acq_out_timed) + mean(&c.rel_out_ticks, &c.rel_out_timed);
     if out > 0 {
         CALIB_OUT_PS.store(out, Relaxed);
+    }
+    let real =
+        mean(&c.acq_real_ticks, &c.acq_real_timed) + mean(&c.rel_real_ticks, &c.rel_real_timed);
+    if real > 0 {
+        CALIB_REAL_PS.store(real, Relaxed);
     }
     for x in [
         &c.acq_timed,
@@ -130,6 +222,13 @@ pub(crate) fn end_calibration(c: &CostCounters, to_ns: impl Fn(u64) -> u64) {
         &c.holding,
         &c.holding_timed,
         &c.holding_ticks,
+        &c.acq_real_timed,
+        &c.acq_real_ticks,
+        &c.rel_real_timed,
+        &c.rel_real_ticks,
+        &c.slow,
+        &c.slow_timed,
+        &c.slow_ticks,
     ] {
         x.set(0);
     }

@@ -115,6 +115,9 @@ fn init_inner() {
     dump::START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
     dump::START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
     dump::START_TICKS.store(clock::now(), Relaxed);
+    // SAFETY: getpid has no preconditions.
+    crate::cost::START_CPU_NS
+        .store(crate::cost::process_cpu_ns(unsafe { libc::getpid() } as u32), Relaxed);
 
     // SAFETY: registering plain extern "C" callbacks; they never unwind. glibc's `on_exit`
     // handlers run where `atexit` ones do (one list, in reverse order of registration), and get

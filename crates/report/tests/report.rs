@@ -347,6 +347,29 @@ fn text_states_the_headline() {
 }
 
 #[test]
+fn text_headline_states_the_estimate_and_its_cpu_times() {
+    let mut p = sample_profile();
+    p.overhead.estimated_slowdown_milli = 2_500;
+    let symbolize = SymbolizeOptions { enabled: false, symbols_dir: None };
+    let s = text_of(&Analysis::new(&p, &symbolize), ReportOptions::default());
+    assert!(s.contains("; estimated slowdown 2.50x\n"), "{s}");
+    // With the CPU times the estimate came from.
+    p.overhead.cpu_ns = 3_000_000_000;
+    p.overhead.hooks_ns = 1_800_000_000;
+    let a = Analysis::new(&p, &symbolize);
+    let s = text_of(&a, ReportOptions::default());
+    assert!(
+        s.contains(
+            "; estimated slowdown 2.50x (the hooks took ~1.80 s of the run's 3.00 s CPU time)\n"
+        ),
+        "{s}"
+    );
+    let v = json_of(&a, ReportOptions::default());
+    assert_eq!(v["overhead"]["cpu_ns"], 3_000_000_000u64);
+    assert_eq!(v["overhead"]["hooks_ns"], 1_800_000_000u64);
+}
+
+#[test]
 fn text_warns_loudly_about_drops() {
     let mut p = sample_profile();
     // A profile that does not tell the causes apart (an older file).

@@ -267,6 +267,8 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     estimated_slowdown_milli: c.opt_u64().map_err(at)?.unwrap_or(0),
                     contended_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                     serialized_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    cpu_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    hooks_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),

@@ -218,6 +218,8 @@ pub fn rich_profile() -> Profile {
             estimated_slowdown_milli: 1_250,
             contended_ns: 30_000,
             serialized_ns: 20_000,
+            cpu_ns: 900_000,
+            hooks_ns: 180_000,
         },
     }
 }

@@ -248,4 +248,5 @@ pub(crate) fn reset_for_child() {
     START_UNIX_NS.store(clock::realtime_ns(), Relaxed);
     START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
     START_TICKS.store(clock::now(), Relaxed);
+    crate::cost::START_CPU_NS.store(crate::cost::process_cpu_ns(PID.load(Relaxed)), Relaxed);
 }

@@ -19,6 +19,11 @@ use lockmeter_format::{ClockInfo, CpuStats, Dropped, EndReason, HeaderRef, HoldT
 pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> Option<()> {
     let end_mono = clock::monotonic_ns();
     let end_ticks = clock::now();
+    // The run's CPU time, read before the writer's own work adds to it.
+    let cpu_ns = match crate::cost::process_cpu_ns(pid) {
+        0 => 0,
+        now => now.saturating_sub(crate::cost::START_CPU_NS.load(Relaxed)),
+    };
     let start_mono = START_MONO_NS.load(Relaxed);
     let duration = end_mono.saturating_sub(start_mono);
     let hz = CFG.calib_hz.load(Relaxed);
@@ -370,8 +375,9 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         }
     }
     let per_pair = NS_PER_PAIR.load(Relaxed);
-    let (slowdown, contended_ns, serial_ns) = crate::cost::estimate(&cost_inputs(
+    let est = crate::cost::estimate(&cost_inputs(
         duration,
+        cpu_ns,
         acquisitions,
         wanted_holds,
         per_pair,
@@ -382,9 +388,11 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         estimated_total_ns: per_pair.saturating_mul(acquisitions),
         memory_bytes: crate::resident::at_dump(),
         ns_per_stack: NS_PER_STACK.load(Relaxed),
-        estimated_slowdown_milli: slowdown,
-        contended_ns,
-        serialized_ns: serial_ns,
+        estimated_slowdown_milli: est.slowdown_milli,
+        contended_ns: est.contended_ns,
+        serialized_ns: est.serialized_ns,
+        cpu_ns,
+        hooks_ns: est.hooks_ns,
     })
     .ok()?;
     Some(())
@@ -393,12 +401,13 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
 /// The cost model's inputs: the given totals, and what every thread measured (see `cost`).
 fn cost_inputs(
     duration_ns: u64,
+    cpu_ns: u64,
     acquisitions: u64,
     wanted_holds: u64,
     ns_per_pair: u64,
     parallel: f64,
 ) -> crate::cost::Inputs {
-    let mut sum = [0u64; 12];
+    let mut sum = [0u64; 19];
     for sh in state::shards() {
         let c = &sh.cost;
         let v = [
@@ -414,6 +423,13 @@ fn cost_inputs(
             c.acq_out_ticks.get(),
             c.rel_out_timed.get(),
             c.rel_out_ticks.get(),
+            c.acq_real_timed.get(),
+            c.acq_real_ticks.get(),
+            c.rel_real_timed.get(),
+            c.rel_real_ticks.get(),
+            c.slow.get(),
+            c.slow_timed.get(),
+            c.slow_ticks.get(),
         ];
         for (s, x) in sum.iter_mut().zip(v) {
             *s = s.saturating_add(x);
@@ -432,6 +448,13 @@ fn cost_inputs(
         acq_out_t,
         rel_out_n,
         rel_out_t,
+        acq_real_n,
+        acq_real_t,
+        rel_real_n,
+        rel_real_t,
+        slow,
+        slow_n,
+        slow_t,
     ] = sum;
     let ns = |t: u64| state::ticks_to_ns(t) as f64;
     let mean = |t: u64, n: u64| if n == 0 { 0.0 } else { ns(t) / n as f64 };
@@ -446,7 +469,11 @@ fn cost_inputs(
         cs_rel_ns: mean(rel_t, rel_n),
         calib_out_ns: crate::cost::CALIB_OUT_PS.load(Relaxed) as f64 / 1000.0,
         out_ns: mean(acq_out_t, acq_out_n) + mean(rel_out_t, rel_out_n),
+        calib_real_ns: crate::cost::CALIB_REAL_PS.load(Relaxed) as f64 / 1000.0,
+        real_ns: mean(acq_real_t, acq_real_n) + mean(rel_real_t, rel_real_n),
+        slow_ns: (mean(slow_t, slow_n) * slow as f64) as u64,
         contended_ns: contended as u64,
+        cpu_ns,
         parallel,
     }
 }

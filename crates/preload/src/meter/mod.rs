@@ -191,6 +191,7 @@ fn lookup_miss(
     let p = unsafe { cx.private() };
     let site_mode = site | ((mode as usize) << 56);
     let (lines, bits) = (cx.shard.lookups(), lookup_bits(p));
+    let _slow = crate::cost::SlowLookup { counters: &cx.shard.cost, t0: clock::now() };
     let Some(reg) = crate::state::registry() else { return Err(Lost::Nothing) };
     // The constructor's calibration lock is left out of the profile, its losses too (a cap
     // below the collector's fixed tables refuses every record).

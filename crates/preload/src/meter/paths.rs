@@ -62,7 +62,9 @@ fn lock_metered<const TIMED: bool>(
     try_lock: impl FnOnce() -> c_int,
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
-    let l0 = crate::cost::now_if(TIMED);
+    let l0 = crate::cost::edge_if(TIMED);
+    // Lookups that missed the thread's cache are timed on their own (`cost::SlowLookup`).
+    let slow0 = if TIMED { cx.shard.cost.slow.get() } else { 0 };
     // The record is found before the lock is taken: its cache misses stay out of the critical
     // section (another thread may be waiting for it).
     let found = lookup(cx, addr, kind, mode, site);
@@ -73,8 +75,11 @@ fn lock_metered<const TIMED: bool>(
         acquired_found(cx, found, addr, kind, mode, site, How::Immediate, None);
         if TIMED {
             let c = &cx.shard.cost;
-            crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, clock::now());
-            crate::cost::add_out(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, crate::cost::edge_if(true));
+            if c.slow.get() == slow0 {
+                crate::cost::add(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
+            }
+            crate::cost::add_out(&c.acq_real_timed, &c.acq_real_ticks, l1, a0);
         }
         r
     } else {
@@ -129,7 +134,7 @@ pub(super) fn wait_for(
         acquired(cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
         if timed {
             let c = &cx.shard.cost;
-            crate::cost::add(&c.acq_timed, &c.acq_ticks, t1, clock::now());
+            crate::cost::add(&c.acq_timed, &c.acq_ticks, t1, crate::cost::edge_if(true));
         }
     } else if r == libc::ETIMEDOUT {
         try_failed(cx, addr, kind, mode, site);
@@ -282,21 +287,23 @@ fn unlock_timed(cx: &Cx, i: usize, unlock: impl FnOnce() -> c_int) -> c_int {
 /// estimate.
 #[inline(always)]
 fn unlock_metered<const TIMED: bool>(cx: &Cx, i: usize, unlock: impl FnOnce() -> c_int) -> c_int {
-    let u0 = crate::cost::now_if(TIMED);
+    let u0 = crate::cost::edge_if(TIMED);
     let t_rel = if hold_is_timed(cx, i) { clock::now() } else { 0 };
     let wanted = releasing(cx, i);
     let c = &cx.shard.cost;
-    let mut u1 = 0;
+    let (mut r0, mut u1) = (0, 0);
     let r = end_hold(cx, i, t_rel, wanted, || {
         if TIMED {
-            crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, clock::now());
+            r0 = clock::now();
+            crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, r0);
         }
         let r = unlock();
         u1 = crate::cost::now_if(TIMED && !wanted);
         r
     });
     if TIMED && u1 != 0 {
-        crate::cost::add_out(&c.rel_out_timed, &c.rel_out_ticks, u1, clock::now());
+        crate::cost::add_out(&c.rel_out_timed, &c.rel_out_ticks, u1, crate::cost::edge_if(true));
+        crate::cost::add_out(&c.rel_real_timed, &c.rel_real_ticks, r0, u1);
     }
     r
 }

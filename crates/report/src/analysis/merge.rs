@@ -201,6 +201,8 @@ impl Analysis {
             totals.threads += a.totals.threads;
             overhead.estimated_total_ns += a.overhead.estimated_total_ns;
             overhead.memory_bytes += a.overhead.memory_bytes;
+            overhead.cpu_ns += a.overhead.cpu_ns;
+            overhead.hooks_ns += a.overhead.hooks_ns;
             overhead.ns_per_pair = overhead.ns_per_pair.max(a.overhead.ns_per_pair);
             overhead.ns_per_stack = overhead.ns_per_stack.max(a.overhead.ns_per_stack);
             let d = &a.dropped;

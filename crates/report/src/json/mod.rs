@@ -173,6 +173,8 @@ struct OverheadOut {
     estimated_slowdown: Option<f64>,
     contended_ns: u64,
     serialized_ns: u64,
+    cpu_ns: u64,
+    hooks_ns: u64,
     memory_bytes: u64,
 }
 

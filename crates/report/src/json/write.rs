@@ -293,6 +293,8 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             estimated_slowdown: a.overhead.estimated_slowdown(),
             contended_ns: a.overhead.contended_ns,
             serialized_ns: a.overhead.serialized_ns,
+            cpu_ns: a.overhead.cpu_ns,
+            hooks_ns: a.overhead.hooks_ns,
             memory_bytes: a.overhead.memory_bytes,
         },
         dropped: DroppedOut {

@@ -170,6 +170,13 @@ pub(super) fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
         line += &format!(", {} resident memory", fmt_bytes(o.memory_bytes));
         if let Some(x) = o.estimated_slowdown() {
             line += &format!("; estimated slowdown {x:.2}x");
+            if o.hooks_ns > 0 && o.cpu_ns > 0 {
+                line += &format!(
+                    " (the hooks took ~{} of the run's {} CPU time)",
+                    fmt_ns(o.hooks_ns),
+                    fmt_ns(o.cpu_ns)
+                );
+            }
         }
         writeln!(w, "{line}")?;
     }
