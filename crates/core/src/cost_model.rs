@@ -136,6 +136,23 @@ pub fn estimate(i: &Inputs) -> Estimate {
     e
 }
 
+/// The estimate for a run of several processes (a launcher and what it runs, a server's
+/// workers): each process image's added wall time, `duration x (1 - 1/slowdown)`, summed, against
+/// the run's wall time `run_ns`. `parts` are (duration ns, slowdown x 1000, 0 when not
+/// estimated). Assumes the images' added times do not overlap, as when a launcher runs its
+/// program, so it is an upper bound when processes ran side by side. The same 100x ceiling as
+/// [`estimate`]; 0 when no image was estimated or the run has no duration.
+pub fn combine(parts: &[(u64, u64)], run_ns: u64) -> u64 {
+    let t = run_ns as f64;
+    let estimated = parts.iter().filter(|&&(_, s)| s > 0);
+    if t <= 0.0 || estimated.clone().next().is_none() {
+        return 0;
+    }
+    let added: f64 = estimated.map(|&(d, s)| d as f64 * (1.0 - 1000.0 / s.max(1000) as f64)).sum();
+    let bare = (t - added).max(t / 100.0);
+    ((t / bare) * 1000.0).round() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +260,18 @@ mod tests {
         // Waits beyond the threads' time (threads that came and went): at least one.
         assert_eq!(parallelism(4, 16, s, 9 * s), 1.0);
         assert_eq!(parallelism(0, 2, 0, 0), 1.0);
+    }
+
+    #[test]
+    fn a_process_tree_adds_up_each_images_added_time() {
+        // A launcher of 1 s at 2x (0.5 s added) then its program of 3 s at 1.5x (1 s added), in
+        // a 4 s run: 2.5 s unmetered, 1.6x.
+        assert_eq!(combine(&[(1_000_000_000, 2000), (3_000_000_000, 1500)], 4_000_000_000), 1600);
+        // Images without an estimate add nothing; none at all: no estimate.
+        assert_eq!(combine(&[(1_000_000_000, 0), (1_000_000_000, 1000)], 2_000_000_000), 1000);
+        assert_eq!(combine(&[(1_000_000_000, 0)], 1_000_000_000), 0);
+        assert_eq!(combine(&[(1_000_000_000, 2000)], 0), 0);
+        // More added than the run took: the ceiling.
+        assert_eq!(combine(&[(9_000_000_000, 10_000)], 1_000_000_000), 100_000);
     }
 }

@@ -155,6 +155,10 @@ impl Analysis {
         let mut dropped = Dropped::default();
         let mut cpus: BTreeMap<u32, CpuStats> = BTreeMap::new();
         let mut totals = Totals::default();
+        let estimates: Vec<(u64, u64)> = parts
+            .iter()
+            .map(|a| (a.header.duration_ns, a.overhead.estimated_slowdown_milli))
+            .collect();
         for a in parts {
             let prefix = several.then(|| format!("{}: ", label(a.header.pid)));
             let next_lock = lock_base
@@ -237,6 +241,8 @@ impl Analysis {
         }
         out.pairs.sort_by(|a, b| super::PairAgg::compare(SortKey::Wait, a, b));
         out.header = header;
+        overhead.estimated_slowdown_milli =
+            lockmeter_core::cost_model::combine(&estimates, out.header.duration_ns);
         out.overhead = overhead;
         out.dropped = dropped;
         out.totals = totals;
@@ -365,5 +371,18 @@ mod tests {
         let by_pid: Vec<(u32, u64)> =
             a.processes.iter().map(|p| (p.pid, p.agg.stats.acquisitions)).collect();
         assert_eq!(by_pid, [(10, 3), (11, 4)]);
+    }
+
+    #[test]
+    fn a_run_of_several_processes_has_one_estimate_of_its_slowdown() {
+        let mut a = image(10, 0, "/bin/sh", "unused", 0);
+        let mut b = image(10, 1, "/usr/bin/python3.11", "gil", 500);
+        (a.header.duration_ns, a.overhead.estimated_slowdown_milli) = (1_000_000_000, 2000);
+        (b.header.duration_ns, b.overhead.estimated_slowdown_milli) = (3_000_000_000, 1500);
+        (a.header.start_unix_ns, a.header.end_unix_ns) = (1, 1 + 1_000_000_000);
+        (b.header.start_unix_ns, b.header.end_unix_ns) = (1 + 1_000_000_000, 1 + 4_000_000_000);
+        let m = Analysis::merge(vec![a, b]);
+        assert_eq!(m.header.duration_ns, 4_000_000_000);
+        assert_eq!(m.overhead.estimated_slowdown(), Some(1.6));
     }
 }
