@@ -79,6 +79,9 @@ pub(crate) static START_MONO_NS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static START_TICKS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_STACK: AtomicU64 = AtomicU64::new(0);
+/// Whether `NS_PER_PAIR`, `NS_PER_STACK` and the cost model's calibrated parts hold this image's
+/// calibration (measured, or passed on by the image that exec'd it): then passed on at exec.
+pub(crate) static CALIBRATED: AtomicBool = AtomicBool::new(false);
 /// This image's number within the pid (0, then +1 after each exec).
 pub(crate) static IMAGE_SEQ: AtomicU32 = AtomicU32::new(0);
 
