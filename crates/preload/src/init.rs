@@ -15,7 +15,10 @@ static INIT: extern "C" fn() = init;
 
 extern "C" fn init() {
     let saved = sys::errno();
+    let t0 = clock::monotonic_ns();
     init_inner();
+    // What starting cost this process, for the profile (its `start_ns`).
+    dump::START_COST_NS.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
     sys::set_errno(saved);
 }
 
@@ -305,6 +308,7 @@ extern "C" fn on_fork_parent() {
 }
 
 extern "C" fn on_fork_child() {
+    let t0 = clock::monotonic_ns();
     // First of all, the child's own copy of the collector's shared memory.
     match crate::shared::after_fork() {
         crate::shared::Fork::Own => {}
@@ -333,6 +337,8 @@ extern "C" fn on_fork_child() {
     // Its tables are its own: metering goes on (the page of `own_process` read zero since the
     // fork).
     state::own_again();
+    // What starting cost this child, for its profile (`start_ns`).
+    dump::START_COST_NS.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

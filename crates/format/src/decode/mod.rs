@@ -267,6 +267,9 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     estimated_slowdown_milli: c.opt_u64().map_err(at)?.unwrap_or(0),
                     contended_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                     serialized_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    // Added later still: absent means not measured.
+                    start_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    end_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),

@@ -270,6 +270,8 @@ impl<S: Sink> Encoder<S> {
         r.u64(o.estimated_slowdown_milli);
         r.u64(o.contended_ns);
         r.u64(o.serialized_ns);
+        r.u64(o.start_ns);
+        r.u64(o.end_ns);
         self.emit(tag::OVERHEAD, 0, &mut r, &[], false)?;
         self.overhead_done = true;
         Ok(())

@@ -218,6 +218,8 @@ pub fn rich_profile() -> Profile {
             estimated_slowdown_milli: 1_250,
             contended_ns: 30_000,
             serialized_ns: 20_000,
+            start_ns: 700_000,
+            end_ns: 400_000,
         },
     }
 }

@@ -2,7 +2,8 @@
 //! image, the profile written before an exec and withdrawn when the exec fails.
 
 use super::{
-    BUFS, CALIBRATED, DUMP, DUMP_IDLE, End, IMAGE_SEQ, NS_PER_PAIR, NS_PER_STACK, PID, write_profile,
+    BUFS, CALIBRATED, DUMP, DUMP_IDLE, End, IMAGE_SEQ, NS_PER_PAIR, NS_PER_STACK, PID,
+    write_profile,
 };
 use crate::state::STATE;
 use crate::sys::PathBuf;
@@ -24,8 +25,7 @@ struct SharedEnv(UnsafeCell<ExecEnv>);
 // SAFETY: only the thread that sets EXEC_BUSY from false to true touches it.
 unsafe impl Sync for SharedEnv {}
 
-static EXEC_ENV: SharedEnv =
-    SharedEnv(UnsafeCell::new(ExecEnv {
+static EXEC_ENV: SharedEnv = SharedEnv(UnsafeCell::new(ExecEnv {
     ptrs: [core::ptr::null(); EXEC_ENV_MAX],
     var: [0; 48],
     calib: [0; 128],

@@ -387,6 +387,8 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         estimated_slowdown_milli: slowdown,
         contended_ns,
         serialized_ns: serial_ns,
+        start_ns: super::START_COST_NS.load(Relaxed),
+        end_ns: super::end_cost_ns(),
     })
     .ok()?;
     Some(())

@@ -203,6 +203,8 @@ impl Analysis {
             overhead.memory_bytes += a.overhead.memory_bytes;
             overhead.ns_per_pair = overhead.ns_per_pair.max(a.overhead.ns_per_pair);
             overhead.ns_per_stack = overhead.ns_per_stack.max(a.overhead.ns_per_stack);
+            overhead.start_ns += a.overhead.start_ns;
+            overhead.end_ns += a.overhead.end_ns;
             let d = &a.dropped;
             dropped.acquisitions += d.acquisitions;
             dropped.locks += d.locks;
