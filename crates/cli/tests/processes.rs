@@ -593,3 +593,37 @@ fn a_fork_child_without_fork_handlers_is_not_counted_in_its_parent() {
 fn a_raw_clone_child_is_not_counted_in_its_parent() {
     underfork("clone");
 }
+
+/// Each image's cost of starting and ending is measured into its profile (OVERHEAD's `start_ns`
+/// and `end_ns`), and an exec'd image takes the calibration of the image before it
+/// (`LOCKMETER_CALIBRATION`, here set by the test to figures no measurement gives) instead of
+/// measuring again.
+#[test]
+fn an_exec_passes_the_calibration_on_and_each_image_counts_its_start_and_end() {
+    let s = Scratch::new("exec-calib");
+    let exe = s.compile("execer");
+    let out = s.path("c.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--"]);
+    cmd.arg(&exe).args(["10", "5", "execv"]).env("LOCKMETER_CALIBRATION", "7:0:3000:4000");
+    let ran = finish(format!("{cmd:?}"), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let run = lockmeter_format::read_run_file(&out)
+        .unwrap_or_else(|e| panic!("the run file does not read: {e}\n{ran}"));
+    assert_eq!(run.processes.len(), 2, "{ran}");
+    for p in &run.processes {
+        let (o, seq) = (&p.overhead, p.header.image_seq);
+        assert_eq!(o.ns_per_pair, 7, "image {seq}: the calibration passed on\n{ran}");
+        assert!(o.start_ns > 0, "image {seq}: start not measured\n{ran}");
+        assert!(o.end_ns > 0, "image {seq}: end not measured\n{ran}");
+    }
+
+    // Measured by the first image, taken by the second.
+    let ran = run_metered(&s, "m.lmp", &[], &exe, &["10", "5", "execv"]);
+    ran.expect_code(0);
+    let run = lockmeter_format::read_run_file(&s.path("m.lmp"))
+        .unwrap_or_else(|e| panic!("the run file does not read: {e}\n{ran}"));
+    assert_eq!(run.processes.len(), 2, "{ran}");
+    let (a, b) = (&run.processes[0].overhead, &run.processes[1].overhead);
+    assert_eq!((a.ns_per_pair, a.ns_per_stack), (b.ns_per_pair, b.ns_per_stack), "{ran}");
+}

@@ -136,19 +136,36 @@ pub fn estimate(i: &Inputs) -> Estimate {
     e
 }
 
+/// `slowdown_milli` (of a run of `duration_ns`) with `fixed_ns` more metered wall time that the
+/// unmetered run would not have had at all (what starting and ending cost the process): the
+/// unmetered time stays `duration / slowdown`. The same 100x ceiling; 0 stays 0 (no estimate).
+pub fn with_fixed(slowdown_milli: u64, duration_ns: u64, fixed_ns: u64) -> u64 {
+    if slowdown_milli == 0 || duration_ns == 0 {
+        return slowdown_milli;
+    }
+    let t = duration_ns as f64;
+    let bare = t * 1000.0 / slowdown_milli as f64;
+    let s = ((t + fixed_ns as f64) / bare).min(100.0);
+    (s * 1000.0).round() as u64
+}
+
 /// The estimate for a run of several processes (a launcher and what it runs, a server's
-/// workers): each process image's added wall time, `duration x (1 - 1/slowdown)`, summed, against
-/// the run's wall time `run_ns`. `parts` are (duration ns, slowdown x 1000, 0 when not
-/// estimated). Assumes the images' added times do not overlap, as when a launcher runs its
+/// workers): each process image's added wall time, `duration x (1 - 1/slowdown)`, plus what
+/// starting and ending cost it, summed, against the run's wall time `run_ns`. `parts` are
+/// (duration ns, slowdown x 1000 with start and end in it ([`with_fixed`]), 0 when not
+/// estimated; start + end ns). Assumes the images' added times do not overlap, as when a launcher runs its
 /// program, so it is an upper bound when processes ran side by side. The same 100x ceiling as
 /// [`estimate`]; 0 when no image was estimated or the run has no duration.
-pub fn combine(parts: &[(u64, u64)], run_ns: u64) -> u64 {
+pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64) -> u64 {
     let t = run_ns as f64;
-    let estimated = parts.iter().filter(|&&(_, s)| s > 0);
+    let estimated = parts.iter().filter(|&&(_, s, _)| s > 0);
     if t <= 0.0 || estimated.clone().next().is_none() {
         return 0;
     }
-    let added: f64 = estimated.map(|&(d, s)| d as f64 * (1.0 - 1000.0 / s.max(1000) as f64)).sum();
+    // The image's metered wall time includes its start and end; `s` is against that.
+    let added: f64 = estimated
+        .map(|&(d, s, fixed)| (d + fixed) as f64 * (1.0 - 1000.0 / s.max(1000) as f64))
+        .sum();
     let bare = (t - added).max(t / 100.0);
     ((t / bare) * 1000.0).round() as u64
 }
@@ -263,15 +280,34 @@ mod tests {
     }
 
     #[test]
+    fn start_and_end_are_metered_wall_time_the_unmetered_run_lacks() {
+        // 1 s at 1.25x (0.8 s unmetered), plus 0.2 s of start and end: 1.2 s / 0.8 s.
+        assert_eq!(with_fixed(1250, 1_000_000_000, 200_000_000), 1500);
+        assert_eq!(with_fixed(0, 1_000_000_000, 200_000_000), 0);
+        assert_eq!(with_fixed(1000, 1_000, 1_000_000_000), 100_000);
+    }
+
+    #[test]
     fn a_process_tree_adds_up_each_images_added_time() {
         // A launcher of 1 s at 2x (0.5 s added) then its program of 3 s at 1.5x (1 s added), in
         // a 4 s run: 2.5 s unmetered, 1.6x.
-        assert_eq!(combine(&[(1_000_000_000, 2000), (3_000_000_000, 1500)], 4_000_000_000), 1600);
+        assert_eq!(
+            combine(&[(1_000_000_000, 2000, 0), (3_000_000_000, 1500, 0)], 4_000_000_000),
+            1600
+        );
         // Images without an estimate add nothing; none at all: no estimate.
-        assert_eq!(combine(&[(1_000_000_000, 0), (1_000_000_000, 1000)], 2_000_000_000), 1000);
-        assert_eq!(combine(&[(1_000_000_000, 0)], 1_000_000_000), 0);
-        assert_eq!(combine(&[(1_000_000_000, 2000)], 0), 0);
+        assert_eq!(
+            combine(&[(1_000_000_000, 0, 0), (1_000_000_000, 1000, 0)], 2_000_000_000),
+            1000
+        );
+        assert_eq!(combine(&[(1_000_000_000, 0, 0)], 1_000_000_000), 0);
+        assert_eq!(combine(&[(1_000_000_000, 2000, 0)], 0), 0);
         // More added than the run took: the ceiling.
-        assert_eq!(combine(&[(9_000_000_000, 10_000)], 1_000_000_000), 100_000);
+        assert_eq!(combine(&[(9_000_000_000, 10_000, 0)], 1_000_000_000), 100_000);
+        // 100 short images of 1 ms that took no lock (1.000x) but cost 3 ms each to start and
+        // end, in a 0.5 s run: 0.3 s of it the collector's, 2.5x.
+        let short = with_fixed(1000, 1_000_000, 3_000_000);
+        assert_eq!(short, 4000);
+        assert_eq!(combine(&vec![(1_000_000, short, 3_000_000); 100], 500_000_000), 2500);
     }
 }

@@ -395,6 +395,15 @@ setting!(
     "unset",
     "Set by the collector across exec: the number of the image within its process (0, then +1 after each exec)."
 );
+setting!(
+    CALIBRATION,
+    "LOCKMETER_CALIBRATION",
+    Cli::None,
+    Value::Text,
+    "PAIR:STACK:CS:OUT",
+    "unset",
+    "Set by the collector across exec: the calibration of the image before (ns per lock+unlock pair, ns per stack, then the pair's parts inside and outside the critical section in ps), which the exec'd image takes instead of measuring its own (about 0.5 ms)."
+);
 /// The lock algorithms `--lock` swaps in (`pthread`: none, glibc's own); the lab's
 /// `lockmeter_locks::cabi::ALGOS` are the others (a test there checks the two lists agree).
 pub const SWAP_LOCKS: &[&str] = &[
@@ -515,6 +524,7 @@ pub const SETTINGS: &[Setting] = &[
     ROOT_PPID,
     MANIFEST,
     IMAGE_SEQ,
+    CALIBRATION,
     DISABLE,
     CONTROL,
     GUARDIAN,

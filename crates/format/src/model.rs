@@ -413,6 +413,14 @@ pub struct Overhead {
     /// Estimated CPU time the hooks took (pairs as the run paid them, the contended path, first
     /// uses), summed over threads, in ns; 0 when not estimated.
     pub hooks_ns: u64,
+    /// What starting the collector cost this process, measured, in ns: the constructor (or, in a
+    /// fork child, the fork handler), the guardian's and watcher's start included; the loading
+    /// of the library before it is not. Summed over the processes of a run. 0: not measured.
+    pub start_ns: u64,
+    /// What ending cost this process, measured up to this record, in ns: the exit path and the
+    /// profile's writing until then (the rest of the file, its name and the manifest line after
+    /// it are not in it). Summed over the processes of a run. 0: not measured.
+    pub end_ns: u64,
 }
 
 impl Overhead {

@@ -98,7 +98,9 @@ pub(crate) fn start() {
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         let mut t: libc::pthread_t = 0;
-        let ok = libc::pthread_create(&mut t, &attr, thread_main, core::ptr::null_mut()) == 0;
+        // The real `pthread_create`, not our hook: the control thread takes no lock, so it is
+        // not counted among the program's threads, and no unwind cache is built for it.
+        let ok = crate::real::thread_create(&mut t, &attr, thread_main, core::ptr::null_mut()) == 0;
         libc::pthread_attr_destroy(&mut attr);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
         RUNNING.store(ok, Relaxed);

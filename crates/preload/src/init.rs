@@ -15,7 +15,10 @@ static INIT: extern "C" fn() = init;
 
 extern "C" fn init() {
     let saved = sys::errno();
+    let t0 = clock::monotonic_ns();
     init_inner();
+    // What starting cost this process, for the profile (its `start_ns`).
+    dump::START_COST_NS.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
     sys::set_errno(saved);
 }
 
@@ -107,8 +110,17 @@ fn init_inner() {
     }
     dump::remember_cmdline();
 
-    calibrate_overhead();
-    calibrate_stacks();
+    // An exec'd image takes the calibration its predecessor measured (the same machine, the same
+    // settings): half a millisecond saved in each process of a launcher or a build.
+    if !inherit_calibration(getenv(settings::CALIBRATION.env_c)) {
+        calibrate_overhead();
+    }
+    if CFG.frames.load(Relaxed) <= 1 {
+        dump::NS_PER_STACK.store(0, Relaxed);
+    } else if dump::NS_PER_STACK.load(Relaxed) == 0 {
+        calibrate_stacks();
+    }
+    dump::CALIBRATED.store(true, Relaxed);
     state::init_recycling();
     state::init_own();
 
@@ -165,6 +177,26 @@ fn cpu_has_invariant_tsc() -> bool {
     let s = sys::read_file(c"/proc/cpuinfo", &mut buf);
     let has = |w: &[u8]| s.windows(w.len()).any(|x| x == w);
     has(b" constant_tsc") && has(b" nonstop_tsc")
+}
+
+/// Takes `LOCKMETER_CALIBRATION` (`PAIR:STACK:CS:OUT`, see `dump/exec.rs`) if it is well formed.
+fn inherit_calibration(v: Option<&[u8]>) -> bool {
+    let mut f = [0u64; 4];
+    let mut it = v.unwrap_or(&[]).split(|&c| c == b':');
+    for x in f.iter_mut() {
+        match it.next().and_then(sys::parse_u64) {
+            Some(n) => *x = n,
+            None => return false,
+        }
+    }
+    if it.next().is_some() {
+        return false;
+    }
+    dump::NS_PER_PAIR.store(f[0], Relaxed);
+    dump::NS_PER_STACK.store(f[1], Relaxed);
+    crate::cost::CALIB_CS_PS.store(f[2], Relaxed);
+    crate::cost::CALIB_OUT_PS.store(f[3], Relaxed);
+    true
 }
 
 /// Measures what the hooks add to a lock+unlock pair: metered minus raw, best of 5 rounds, on a
@@ -279,6 +311,7 @@ extern "C" fn on_fork_parent() {
 }
 
 extern "C" fn on_fork_child() {
+    let t0 = clock::monotonic_ns();
     // First of all, the child's own copy of the collector's shared memory.
     match crate::shared::after_fork() {
         crate::shared::Fork::Own => {}
@@ -307,6 +340,8 @@ extern "C" fn on_fork_child() {
     // Its tables are its own: metering goes on (the page of `own_process` read zero since the
     // fork).
     state::own_again();
+    // What starting cost this child, for its profile (`start_ns`).
+    dump::START_COST_NS.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

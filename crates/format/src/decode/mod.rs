@@ -269,6 +269,9 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     serialized_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                     cpu_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                     hooks_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    // Added later still: absent means not measured.
+                    start_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    end_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),

@@ -272,6 +272,8 @@ impl<S: Sink> Encoder<S> {
         r.u64(o.serialized_ns);
         r.u64(o.cpu_ns);
         r.u64(o.hooks_ns);
+        r.u64(o.start_ns);
+        r.u64(o.end_ns);
         self.emit(tag::OVERHEAD, 0, &mut r, &[], false)?;
         self.overhead_done = true;
         Ok(())

@@ -220,6 +220,8 @@ pub fn rich_profile() -> Profile {
             serialized_ns: 20_000,
             cpu_ns: 900_000,
             hooks_ns: 180_000,
+            start_ns: 700_000,
+            end_ns: 400_000,
         },
     }
 }

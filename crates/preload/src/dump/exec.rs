@@ -1,7 +1,10 @@
-//! The exec environment: `LOCKMETER_IMAGE_SEQ` passed to the next image, the profile written
-//! before an exec and withdrawn when the exec fails.
+//! The exec environment: `LOCKMETER_IMAGE_SEQ` and `LOCKMETER_CALIBRATION` passed to the next
+//! image, the profile written before an exec and withdrawn when the exec fails.
 
-use super::{BUFS, DUMP, DUMP_IDLE, End, IMAGE_SEQ, PID, write_profile};
+use super::{
+    BUFS, CALIBRATED, DUMP, DUMP_IDLE, End, IMAGE_SEQ, NS_PER_PAIR, NS_PER_STACK, PID,
+    write_profile,
+};
 use crate::state::STATE;
 use crate::sys::PathBuf;
 use core::cell::UnsafeCell;
@@ -10,22 +13,28 @@ use core::sync::atomic::{AtomicBool, Ordering::*};
 /// Room for the environment passed to an exec.
 const EXEC_ENV_MAX: usize = 16384;
 const SEQ_VAR: &[u8] = b"LOCKMETER_IMAGE_SEQ=";
+const CALIB_VAR: &[u8] = b"LOCKMETER_CALIBRATION=";
 
 struct ExecEnv {
     ptrs: [*const core::ffi::c_char; EXEC_ENV_MAX],
     var: [u8; 48],
+    calib: [u8; 128],
 }
 
 struct SharedEnv(UnsafeCell<ExecEnv>);
 // SAFETY: only the thread that sets EXEC_BUSY from false to true touches it.
 unsafe impl Sync for SharedEnv {}
 
-static EXEC_ENV: SharedEnv =
-    SharedEnv(UnsafeCell::new(ExecEnv { ptrs: [core::ptr::null(); EXEC_ENV_MAX], var: [0; 48] }));
+static EXEC_ENV: SharedEnv = SharedEnv(UnsafeCell::new(ExecEnv {
+    ptrs: [core::ptr::null(); EXEC_ENV_MAX],
+    var: [0; 48],
+    calib: [0; 128],
+}));
 pub(super) static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
 
-/// `envp` with `LOCKMETER_IMAGE_SEQ=<next>` in front (any older one left out), built in a static
-/// array; `envp` itself if metering is off, another thread is exec-ing, or it does not fit.
+/// `envp` with `LOCKMETER_IMAGE_SEQ=<next>` and, once calibrated, `LOCKMETER_CALIBRATION` in
+/// front (any older ones left out), built in a static array; `envp` itself if metering is off,
+/// another thread is exec-ing, or it does not fit.
 pub(crate) fn env_with_image_seq(
     envp: *const *const core::ffi::c_char,
 ) -> *const *const core::ffi::c_char {
@@ -48,6 +57,19 @@ pub(crate) fn env_with_image_seq(
     env.var[n] = 0;
     env.ptrs[0] = env.var.as_ptr().cast();
     let mut out = 1;
+    if CALIBRATED.load(Relaxed) {
+        let mut c = PathBuf::new();
+        c.push(CALIB_VAR).push_u64(NS_PER_PAIR.load(Relaxed));
+        c.push(b":").push_u64(NS_PER_STACK.load(Relaxed));
+        c.push(b":").push_u64(crate::cost::CALIB_CS_PS.load(Relaxed));
+        c.push(b":").push_u64(crate::cost::CALIB_OUT_PS.load(Relaxed));
+        let bytes = c.bytes();
+        let n = bytes.len().min(env.calib.len() - 1);
+        env.calib[..n].copy_from_slice(&bytes[..n]);
+        env.calib[n] = 0;
+        env.ptrs[out] = env.calib.as_ptr().cast();
+        out += 1;
+    }
     let mut i = 0;
     loop {
         // SAFETY: `envp` is a NULL-terminated array of C strings (the exec contract).
@@ -58,7 +80,7 @@ pub(crate) fn env_with_image_seq(
         i += 1;
         // SAFETY: `e` is a NUL-terminated string.
         let s = unsafe { core::ffi::CStr::from_ptr(e) }.to_bytes();
-        if s.starts_with(SEQ_VAR) {
+        if s.starts_with(SEQ_VAR) || (out > 1 && s.starts_with(CALIB_VAR)) {
             continue;
         }
         if out + 1 >= EXEC_ENV_MAX {

@@ -79,6 +79,15 @@ pub(crate) static START_MONO_NS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static START_TICKS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_PAIR: AtomicU64 = AtomicU64::new(0);
 pub(crate) static NS_PER_STACK: AtomicU64 = AtomicU64::new(0);
+/// Whether `NS_PER_PAIR`, `NS_PER_STACK` and the cost model's calibrated parts hold this image's
+/// calibration (measured, or passed on by the image that exec'd it): then passed on at exec.
+pub(crate) static CALIBRATED: AtomicBool = AtomicBool::new(false);
+/// What starting cost this process (the constructor, or a fork child's handler), in ns.
+pub(crate) static START_COST_NS: AtomicU64 = AtomicU64::new(0);
+/// When (monotonic ns) the writing of the final profile began: its cost up to the OVERHEAD record
+/// is the profile's `end_ns`.
+static END_FROM_NS: AtomicU64 = AtomicU64::new(0);
+
 /// This image's number within the pid (0, then +1 after each exec).
 pub(crate) static IMAGE_SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -159,6 +168,7 @@ fn write_profile_inner(end: End) -> bool {
         // A vfork child sharing our memory: leave the parent's profile alone.
         return false;
     }
+    END_FROM_NS.store(clock::monotonic_ns(), Relaxed);
     // The image ends: `lockmeter ctl` can no longer reach it.
     crate::live::unlink_sock();
     // A snapshot in progress (on the control thread, which never runs our signal handlers, and
@@ -200,6 +210,7 @@ pub(crate) fn write_by_guardian(ppid: u32, end: End) -> bool {
     if was == DUMP_FINAL {
         sys::write_stderr(b"lockmeter: the program died while writing its profile; its guardian writes it again\n");
     }
+    END_FROM_NS.store(clock::monotonic_ns(), Relaxed);
     STATE.store(state::DONE, Release);
     crate::live::unlink_sock();
     PPID_SEEN.store(ppid, Relaxed);
@@ -249,4 +260,14 @@ pub(crate) fn reset_for_child() {
     START_MONO_NS.store(clock::monotonic_ns(), Relaxed);
     START_TICKS.store(clock::now(), Relaxed);
     crate::cost::START_CPU_NS.store(crate::cost::process_cpu_ns(PID.load(Relaxed)), Relaxed);
+    START_COST_NS.store(0, Relaxed);
+    END_FROM_NS.store(0, Relaxed);
+}
+
+/// What ending has cost so far (the final profile's `end_ns`), 0 outside the final writing.
+pub(crate) fn end_cost_ns() -> u64 {
+    match END_FROM_NS.load(Relaxed) {
+        0 => 0,
+        t => clock::monotonic_ns().saturating_sub(t).max(1),
+    }
 }

@@ -230,7 +230,9 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     let nstacks: usize = rows().map(|s| s.stacks.table().len()).sum();
     let stack_ids = IdMap::new(nstacks);
     let mut ok = true;
-    for sh in rows() {
+    // An empty table is not scanned: a scan reads its whole capacity (hundreds of µs in each
+    // process of a launcher that took no lock).
+    for sh in rows().filter(|sh| !sh.stacks.table().is_empty()) {
         sh.stacks.for_each(|hash, frames| {
             if let Some((id, true)) = stack_ids.get(hash) {
                 ok &= enc.stack(id, frames).is_ok();
@@ -240,7 +242,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     if !ok {
         return None;
     }
-    for sh in rows() {
+    for sh in rows().filter(|sh| !sh.events.table().is_empty()) {
         let mut failed = false;
         sh.events.for_each(|k, e| {
             if failed {
@@ -383,16 +385,24 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         per_pair,
         crate::cost::parallelism(threads, u64::from(cpus), duration, wait_ns),
     ));
+    let (start_ns, end_ns) = (super::START_COST_NS.load(Relaxed), super::end_cost_ns());
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,
         estimated_total_ns: per_pair.saturating_mul(acquisitions),
         memory_bytes: crate::resident::at_dump(),
         ns_per_stack: NS_PER_STACK.load(Relaxed),
-        estimated_slowdown_milli: est.slowdown_milli,
+        // What starting and ending cost the process is part of its metered wall time too.
+        estimated_slowdown_milli: lockmeter_core::cost_model::with_fixed(
+            est.slowdown_milli,
+            duration,
+            start_ns.saturating_add(end_ns),
+        ),
         contended_ns: est.contended_ns,
         serialized_ns: est.serialized_ns,
         cpu_ns,
         hooks_ns: est.hooks_ns,
+        start_ns,
+        end_ns,
     })
     .ok()?;
     Some(())

@@ -155,9 +155,12 @@ impl Analysis {
         let mut dropped = Dropped::default();
         let mut cpus: BTreeMap<u32, CpuStats> = BTreeMap::new();
         let mut totals = Totals::default();
-        let estimates: Vec<(u64, u64)> = parts
+        let estimates: Vec<(u64, u64, u64)> = parts
             .iter()
-            .map(|a| (a.header.duration_ns, a.overhead.estimated_slowdown_milli))
+            .map(|a| {
+                let o = &a.overhead;
+                (a.header.duration_ns, o.estimated_slowdown_milli, o.start_ns + o.end_ns)
+            })
             .collect();
         for a in parts {
             let prefix = several.then(|| format!("{}: ", label(a.header.pid)));
@@ -209,6 +212,8 @@ impl Analysis {
             overhead.hooks_ns += a.overhead.hooks_ns;
             overhead.ns_per_pair = overhead.ns_per_pair.max(a.overhead.ns_per_pair);
             overhead.ns_per_stack = overhead.ns_per_stack.max(a.overhead.ns_per_stack);
+            overhead.start_ns += a.overhead.start_ns;
+            overhead.end_ns += a.overhead.end_ns;
             let d = &a.dropped;
             dropped.acquisitions += d.acquisitions;
             dropped.locks += d.locks;

@@ -175,6 +175,8 @@ struct OverheadOut {
     serialized_ns: u64,
     cpu_ns: u64,
     hooks_ns: u64,
+    start_ns: u64,
+    end_ns: u64,
     memory_bytes: u64,
 }
 

@@ -295,6 +295,8 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             serialized_ns: a.overhead.serialized_ns,
             cpu_ns: a.overhead.cpu_ns,
             hooks_ns: a.overhead.hooks_ns,
+            start_ns: a.overhead.start_ns,
+            end_ns: a.overhead.end_ns,
             memory_bytes: a.overhead.memory_bytes,
         },
         dropped: DroppedOut {

@@ -177,6 +177,17 @@ pub(super) fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
                     fmt_ns(o.cpu_ns)
                 );
             }
+            // Starting and ending each process (its tables, the watcher, the profile's writing)
+            // counts where it is a visible part of the run: launchers, shell scripts, builds.
+            let fixed = o.start_ns.saturating_add(o.end_ns);
+            if h.duration_ns > 0 && fixed * 100 >= h.duration_ns {
+                let n = a.processes.len().max(1);
+                line += &format!(
+                    "; starting and ending {n} process{} took ~{}",
+                    if n == 1 { "" } else { "es" },
+                    fmt_ns(fixed)
+                );
+            }
         }
         writeln!(w, "{line}")?;
     }
