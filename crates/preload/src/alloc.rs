@@ -65,19 +65,9 @@ impl Region {
     /// holds `unwind`'s `BUILDING`). Leaves errno as it found it.
     pub(crate) fn map(len: usize) -> Option<Region> {
         let saved = crate::sys::errno();
-        // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
+        let p = crate::shared::map_anon(len, libc::MAP_PRIVATE);
         crate::sys::set_errno(saved);
-        if p == libc::MAP_FAILED {
+        if p.is_null() {
             return None;
         }
         START.store(p as usize, Relaxed);

@@ -77,8 +77,10 @@ fn map_anon_shared(len: usize) -> *mut u8 {
     map_anon(len, libc::MAP_SHARED)
 }
 
-/// A fresh anonymous mapping (`MAP_SHARED` or `MAP_PRIVATE`) of `len` bytes, or null.
-fn map_anon(len: usize, kind: c_int) -> *mut u8 {
+/// A fresh anonymous mapping (`MAP_SHARED` or `MAP_PRIVATE`) of `len` bytes, or null (errno
+/// set). `MAP_NORESERVE`: an address-space limit (`ulimit -v`) or strict overcommit still refuses
+/// it.
+pub(crate) fn map_anon(len: usize, kind: c_int) -> *mut u8 {
     // SAFETY: an anonymous mapping at an address of the kernel's choice has no preconditions.
     let p = unsafe {
         libc::mmap(
