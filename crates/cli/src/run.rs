@@ -441,6 +441,9 @@ pub(crate) fn finish(command: &[OsString], ran: &Ran, quiet: bool, top: usize) -
             if let Some(line) = tree.lead_line() {
                 eprintln!("{line}");
             }
+            if let Some(line) = tree.fixed_line() {
+                eprintln!("{line}");
+            }
             match crate::report_cmd::summary(file, top) {
                 Ok(s) => {
                     eprint!("{s}");

@@ -24,6 +24,11 @@ pub(crate) struct Image {
     pub(crate) cmdline: Vec<String>,
     pub(crate) acquisitions: u64,
     pub(crate) wait_ns: u64,
+    /// When the image's profile was written (its end), Unix ns.
+    pub(crate) end_unix_ns: u64,
+    /// What starting and ending the collector cost the image, measured (OVERHEAD's `start_ns`
+    /// + `end_ns`).
+    pub(crate) fixed_ns: u64,
 }
 
 impl Image {
@@ -47,6 +52,8 @@ impl Image {
             cmdline: h.cmdline.clone(),
             acquisitions: p.records.iter().map(|r| r.stats.acquisitions).sum(),
             wait_ns: p.records.iter().map(|r| r.stats.wait_ns_total).sum(),
+            end_unix_ns: h.end_unix_ns,
+            fixed_ns: p.overhead.start_ns.saturating_add(p.overhead.end_ns),
         }
     }
 
@@ -94,7 +101,7 @@ impl Image {
 }
 
 /// The profiles of one run.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Tree {
     /// Every readable profile, the root's first, then in the order given.
     pub(crate) images: Vec<Image>,
@@ -194,6 +201,30 @@ impl Tree {
             "lockmeter: {n} process images ran; {cover}; the one that took the most locks, pid {}: {}",
             lead.pid,
             self.describe(lead)
+        ))
+    }
+
+    /// What starting and ending the collector cost the run's images in all, when there were
+    /// several and it is 1% of the run's wall time or more (a launcher's or a script's short
+    /// processes): the run file keeps only the images that took locks, so this is the one place
+    /// that counts the others.
+    pub(crate) fn fixed_line(&self) -> Option<String> {
+        if self.images.len() < 2 {
+            return None;
+        }
+        let fixed: u64 = self.images.iter().map(|i| i.fixed_ns).sum();
+        let start = self.images.iter().map(|i| i.start_unix_ns).min()?;
+        let end = self.images.iter().map(|i| i.end_unix_ns).max()?;
+        let span = end.saturating_sub(start);
+        if span == 0 || fixed.saturating_mul(100) < span {
+            return None;
+        }
+        Some(format!(
+            "lockmeter: starting and ending the collector in the {} process images took ~{} in all, {:.0}% of the run's {} (each image pays it, locks or not)",
+            self.images.len(),
+            fmt_ns(fixed),
+            fixed as f64 * 100.0 / span as f64,
+            fmt_ns(span)
         ))
     }
 
@@ -327,6 +358,8 @@ mod tests {
             cmdline: cmd.iter().map(|s| (*s).to_owned()).collect(),
             acquisitions: acq,
             wait_ns: 0,
+            end_unix_ns: start + 1_000,
+            fixed_ns: 0,
         }
     }
 
@@ -397,5 +430,28 @@ mod tests {
         assert_eq!(t.lead().unwrap().pid, 5);
         assert_eq!(t.describe(t.lead().unwrap()), "a");
         assert!(t.lead_line().is_none() && t.table(10).is_none());
+    }
+
+    #[test]
+    fn the_collectors_start_and_end_over_many_short_images_is_said() {
+        // A shell loop of 3 short images after the shell itself: 4 x 1 ms of the collector's
+        // start and end in a 10 ms run.
+        let mut images: Vec<Image> = (0..4)
+            .map(|n| im("p.lmp", (100 + n, 99, 0, 1_000 + n as u64), &["true"], "/bin/true", 0))
+            .collect();
+        images.iter_mut().for_each(|i| i.fixed_ns = 1_000_000);
+        images[0].end_unix_ns = 1_000 + 10_000_000;
+        let t = Tree { images };
+        let line = t.fixed_line().expect("a line");
+        assert!(
+            line.contains("in the 4 process images took ~4.00 ms in all, 40% of the run's 10.0 ms"),
+            "{line}"
+        );
+        // Under 1% of the run: nothing to say; one image: its estimate says it.
+        let mut quiet = t.clone();
+        quiet.images.iter_mut().for_each(|i| i.fixed_ns = 10_000);
+        assert_eq!(quiet.fixed_line(), None);
+        let one = Tree { images: t.images[..1].to_vec() };
+        assert_eq!(one.fixed_line(), None);
     }
 }
