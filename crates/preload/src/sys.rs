@@ -66,12 +66,19 @@ pub(crate) fn env_count(s: &lockmeter_core::settings::Setting) -> u64 {
     s.count(getenv(s.env_c))
 }
 
-/// Reads the file at `path` (NUL-terminated) into `buf`; returns the bytes read.
+/// Reads the file at `path` (NUL-terminated) into `buf`; returns the bytes read (none when it
+/// cannot be opened).
 pub(crate) fn read_file<'b>(path: &CStr, buf: &'b mut [u8]) -> &'b [u8] {
+    try_read_file(path, buf).unwrap_or(&[])
+}
+
+/// Reads the file at `path` (NUL-terminated) into `buf` until its end or `buf` is full; returns
+/// the bytes read, `None` when it cannot be opened.
+pub(crate) fn try_read_file<'b>(path: &CStr, buf: &'b mut [u8]) -> Option<&'b [u8]> {
     // SAFETY: `path` is NUL-terminated.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return &[];
+        return None;
     }
     let mut n = 0usize;
     while n < buf.len() {
@@ -88,7 +95,7 @@ pub(crate) fn read_file<'b>(path: &CStr, buf: &'b mut [u8]) -> &'b [u8] {
     }
     // SAFETY: `fd` is ours.
     unsafe { libc::close(fd) };
-    buf.get(..n).unwrap_or(&[])
+    buf.get(..n)
 }
 
 /// Kernel thread id of the caller.
@@ -214,6 +221,10 @@ impl PathBuf {
     }
     pub(crate) fn as_ptr(&self) -> *const c_char {
         self.buf.as_ptr().cast()
+    }
+    /// The path as a C string (`push` keeps it NUL-terminated).
+    pub(crate) fn as_cstr(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.buf).unwrap_or(c"")
     }
     pub(crate) fn bytes(&self) -> &[u8] {
         self.buf.get(..self.len).unwrap_or(&[])

@@ -50,29 +50,10 @@ fn copy_maps() {
         buf = p;
     }
     COPY_LEN.store(0, Release);
-    // SAFETY: NUL-terminated path.
-    let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return;
-    }
-    let mut n = 0usize;
-    let full = loop {
-        if n == COPY_CAP {
-            break true;
-        }
-        // SAFETY: `[buf + n, buf + COPY_CAP)` lies in the buffer, ours while we hold COPYING.
-        let r = unsafe { libc::read(fd, buf.add(n).cast(), COPY_CAP - n) };
-        if r < 0 && sys::errno() == libc::EINTR {
-            continue;
-        }
-        if r <= 0 {
-            break false;
-        }
-        n += r as usize;
-    };
-    // SAFETY: `fd` is ours.
-    unsafe { libc::close(fd) };
-    if !full {
+    // SAFETY: the buffer is `COPY_CAP` bytes of the arena, ours while we hold COPYING.
+    let dst = unsafe { core::slice::from_raw_parts_mut(buf, COPY_CAP) };
+    let n = sys::read_file(c"/proc/self/maps", dst).len();
+    if n < COPY_CAP {
         COPY_LEN.store(n, Release);
     }
 }

@@ -107,20 +107,10 @@ fn each_number(dir: &core::ffi::CStr, mut f: impl FnMut(u64) -> bool) -> bool {
     ok
 }
 
-/// Reads the file at `path` into `buf` with raw system calls (`None`: unreadable or longer than
-/// `buf`).
+/// Reads the whole file at `path` into `buf` (`None`: unreadable, or longer than `buf`).
 fn read_small<'b>(path: &crate::sys::PathBuf, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as usize;
-    let fd = raw(libc::SYS_openat, [libc::AT_FDCWD as usize, path.as_ptr() as usize, flags, 0]);
-    if fd < 0 {
-        return None;
-    }
-    let n = raw(libc::SYS_read, [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0]);
-    raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
-    if n < 0 || n as usize >= buf.len() {
-        return None;
-    }
-    buf.get(..n as usize)
+    let cap = buf.len();
+    crate::sys::try_read_file(path.as_cstr(), buf).filter(|got| got.len() < cap)
 }
 
 /// Whether thread `tid` of this process has a child not in `ours` (`None`: unreadable, or more
