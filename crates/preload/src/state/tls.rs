@@ -28,23 +28,16 @@ pub(crate) fn own_process() -> bool {
 /// Maps the page of [`OWN`] (constructor). Leaves the fallback where the kernel refuses.
 pub(crate) fn init_own() {
     let saved = crate::sys::errno();
-    // SAFETY: a fresh anonymous private page; madvise on it alone.
+    let p = crate::shared::map_anon(4096, libc::MAP_PRIVATE);
+    // SAFETY: `p` is null or a fresh anonymous private page of ours; madvise on it alone.
     unsafe {
-        let p = libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if p != libc::MAP_FAILED {
-            if libc::madvise(p, 4096, libc::MADV_WIPEONFORK) == 0 {
+        if !p.is_null() {
+            if libc::madvise(p.cast(), 4096, libc::MADV_WIPEONFORK) == 0 {
                 let own = p as *mut AtomicU8;
                 (*own).store(1, Relaxed);
                 OWN.store(own, Release);
             } else {
-                libc::munmap(p, 4096);
+                libc::munmap(p.cast(), 4096);
             }
         }
     }
