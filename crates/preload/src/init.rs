@@ -112,7 +112,7 @@ fn init_inner() {
 
     // An exec'd image takes the calibration its predecessor measured (the same machine, the same
     // settings): half a millisecond saved in each process of a launcher or a build.
-    if !inherit_calibration(getenv(settings::CALIBRATION.env_c)) {
+    if !dump::inherit_calibration(getenv(settings::CALIBRATION.env_c)) {
         calibrate_overhead();
     }
     if CFG.frames.load(Relaxed) <= 1 {
@@ -177,26 +177,6 @@ fn cpu_has_invariant_tsc() -> bool {
     let s = sys::read_file(c"/proc/cpuinfo", &mut buf);
     let has = |w: &[u8]| s.windows(w.len()).any(|x| x == w);
     has(b" constant_tsc") && has(b" nonstop_tsc")
-}
-
-/// Takes `LOCKMETER_CALIBRATION` (`PAIR:STACK:CS:OUT`, see `dump/exec.rs`) if it is well formed.
-fn inherit_calibration(v: Option<&[u8]>) -> bool {
-    let mut f = [0u64; 4];
-    let mut it = v.unwrap_or(&[]).split(|&c| c == b':');
-    for x in f.iter_mut() {
-        match it.next().and_then(sys::parse_u64) {
-            Some(n) => *x = n,
-            None => return false,
-        }
-    }
-    if it.next().is_some() {
-        return false;
-    }
-    dump::NS_PER_PAIR.store(f[0], Relaxed);
-    dump::NS_PER_STACK.store(f[1], Relaxed);
-    crate::cost::CALIB_CS_PS.store(f[2], Relaxed);
-    crate::cost::CALIB_OUT_PS.store(f[3], Relaxed);
-    true
 }
 
 /// Measures what the hooks add to a lock+unlock pair: metered minus raw, best of 5 rounds, on a

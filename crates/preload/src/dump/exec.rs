@@ -8,7 +8,7 @@ use super::{
 use crate::state::STATE;
 use crate::sys::PathBuf;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 
 /// Room for the environment passed to an exec.
 const EXEC_ENV_MAX: usize = 16384;
@@ -31,6 +31,35 @@ static EXEC_ENV: SharedEnv = SharedEnv(UnsafeCell::new(ExecEnv {
     calib: [0; 128],
 }));
 pub(super) static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
+
+/// The calibration an exec'd image takes from the image before (`LOCKMETER_CALIBRATION`, these
+/// figures in this order, `:`-separated): ns per metered pair, ns per stack, and the pair's
+/// parts inside and outside the critical section and the real lock calls, in ps.
+fn calibration() -> [&'static AtomicU64; 5] {
+    use crate::cost::{CALIB_CS_PS, CALIB_OUT_PS, CALIB_REAL_PS};
+    [&NS_PER_PAIR, &NS_PER_STACK, &CALIB_CS_PS, &CALIB_OUT_PS, &CALIB_REAL_PS]
+}
+
+/// Takes the calibration `v` (`LOCKMETER_CALIBRATION`) passed on by the image before; false,
+/// and nothing taken, unless it has every figure of [`calibration`].
+pub(crate) fn inherit_calibration(v: Option<&[u8]>) -> bool {
+    let fields = calibration();
+    let mut got = [0u64; 5];
+    let mut it = v.unwrap_or(&[]).split(|&c| c == b':');
+    for x in got.iter_mut() {
+        match it.next().and_then(crate::sys::parse_u64) {
+            Some(n) => *x = n,
+            None => return false,
+        }
+    }
+    if it.next().is_some() {
+        return false;
+    }
+    for (f, n) in fields.iter().zip(got) {
+        f.store(n, Relaxed);
+    }
+    true
+}
 
 /// `envp` with `LOCKMETER_IMAGE_SEQ=<next>` and, once calibrated, `LOCKMETER_CALIBRATION` in
 /// front (any older ones left out), built in a static array; `envp` itself if metering is off,
@@ -59,10 +88,10 @@ pub(crate) fn env_with_image_seq(
     let mut out = 1;
     if CALIBRATED.load(Relaxed) {
         let mut c = PathBuf::new();
-        c.push(CALIB_VAR).push_u64(NS_PER_PAIR.load(Relaxed));
-        c.push(b":").push_u64(NS_PER_STACK.load(Relaxed));
-        c.push(b":").push_u64(crate::cost::CALIB_CS_PS.load(Relaxed));
-        c.push(b":").push_u64(crate::cost::CALIB_OUT_PS.load(Relaxed));
+        c.push(CALIB_VAR);
+        for (i, f) in calibration().iter().enumerate() {
+            c.push(if i == 0 { b"" } else { b":" }).push_u64(f.load(Relaxed));
+        }
         let bytes = c.bytes();
         let n = bytes.len().min(env.calib.len() - 1);
         env.calib[..n].copy_from_slice(&bytes[..n]);

@@ -25,7 +25,7 @@ mod merge;
 mod records;
 mod snapshot;
 
-pub(crate) use exec::{before_exec, env_with_image_seq, exec_failed};
+pub(crate) use exec::{before_exec, env_with_image_seq, exec_failed, inherit_calibration};
 pub(crate) use file::send_all;
 pub(crate) use maps::note_loaded;
 pub(crate) use snapshot::{reset, sample, snapshot};
