@@ -137,7 +137,20 @@ pub(crate) fn enter() -> Option<Cx> {
         return None;
     }
     let t = tls()?;
-    let tls = t as *const Tls;
+    let sp = t.shard.get();
+    if t.busy.get() || sp.is_null() {
+        return enter_slow(t);
+    }
+    t.busy.set(true);
+    // SAFETY: shards are never unmapped.
+    Some(Cx { tls: t, shard: unsafe { &*sp } })
+}
+
+/// [`enter`] of a thread that is re-entered or has no shard yet (out of line: the hooks' usual
+/// path stays short).
+#[cold]
+#[inline(never)]
+fn enter_slow(t: &'static Tls) -> Option<Cx> {
     if t.busy.get() {
         return None;
     }
@@ -157,7 +170,7 @@ pub(crate) fn enter() -> Option<Cx> {
     }
     t.busy.set(true);
     // SAFETY: shards are never unmapped.
-    Some(Cx { tls, shard: unsafe { &*sp } })
+    Some(Cx { tls: t, shard: unsafe { &*sp } })
 }
 
 /// Passes through the result `r` of an acquisition made without metering, counting it as not
