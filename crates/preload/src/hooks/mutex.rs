@@ -23,6 +23,23 @@ unsafe fn is_robust(m: *mut pthread_mutex_t) -> bool {
     kind & ROBUST != 0
 }
 
+/// glibc's `PTHREAD_MUTEX_KIND_MASK_NP | PTHREAD_MUTEX_ELISION_NP`: the type its unlock goes by.
+const UNLOCK_TYPE: c_int = 0x17f;
+
+/// Whether glibc's unlock of `m` cannot fail: a normal (`PTHREAD_MUTEX_TIMED_NP`) or adaptive
+/// mutex, not robust, priority-inheriting or -protecting, nor elided, whose unlock returns 0
+/// without checking the owner (glibc `__pthread_mutex_unlock_usercnt`).
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn unlock_cannot_fail(m: *mut pthread_mutex_t) -> bool {
+    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
+    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) } & UNLOCK_TYPE;
+    // PTHREAD_MUTEX_TIMED_NP (the default, = PTHREAD_MUTEX_NORMAL) and PTHREAD_MUTEX_ADAPTIVE_NP.
+    kind == 0 || kind == 3
+}
+
 /// A blocking mutex acquisition through `lock`: trylock first, except for robust mutexes (whose
 /// trylock has side effects), where contention is read from the lock word.
 ///
@@ -157,8 +174,10 @@ lock_trio! {
         if let Some(s) = unsafe { swap::existing(m) } {
             return swapped_unlock(m, s);
         }
+        // SAFETY: the caller's mutex (the libc contract).
+        let infallible = unsafe { unlock_cannot_fail(m) };
         // SAFETY: forwarded with the caller's arguments.
-        meter::unlock_with(m as usize, || unsafe { real::mutex_unlock(m) })
+        meter::unlock_maybe_infallible(m as usize, infallible, || unsafe { real::mutex_unlock(m) })
     }
     init pthread_mutex_init(m, a: *const libc::pthread_mutexattr_t; site) x86 "rdx", arm "x2" => imp_mutex_init {
         // SAFETY: forwarded with the caller's arguments.

@@ -10,12 +10,14 @@
 //! paths the hooks call, `sem.rs` the semaphores', `record.rs` what is recorded besides the
 //! counts (stacks, events, the longest waits, the sampling decisions).
 
+mod fast;
 mod paths;
 mod record;
 mod sem;
 
 pub(crate) use paths::{
-    cond_begin, cond_end, cond_reacquired, lock_peek, lock_with, trylock_with, unlock_with,
+    cond_begin, cond_end, cond_reacquired, lock_peek, lock_with, trylock_with,
+    unlock_maybe_infallible, unlock_with,
 };
 pub(crate) use sem::{sem_post_with, sem_trywait_with, sem_wait_with};
 
@@ -25,6 +27,7 @@ use crate::state::{
     ticks_to_ns,
 };
 use core::sync::atomic::Ordering::Relaxed;
+use fast::{count_cpu, record_hold};
 use lockmeter_core::registry::{ClassOrigin, Slot};
 use lockmeter_core::reservoir::pack_time;
 use lockmeter_core::stats::LiveStats;
@@ -57,14 +60,15 @@ fn class_of(slot: &Slot, addr: usize, kind: LockKind, site: usize) -> u32 {
 #[inline(always)]
 fn lookup_set(bits: u32, addr: usize, site_mode: usize) -> usize {
     let h = (addr ^ site_mode.rotate_left(23)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> (65 - bits)) * 2
+    // Masked to the reserved lines whatever `bits` is (it is at most `LOOKUP_BITS`).
+    (h.wrapping_shr(65u32.wrapping_sub(bits)) * 2) & ((1 << LOOKUP_BITS) - 2)
 }
 
 /// The number of lines in use of the lookup cache of the thread whose private part is `p`, as a
-/// power of two.
+/// power of two (never above `LOOKUP_BITS`: see `lookup_miss`).
 #[inline(always)]
 fn lookup_bits(p: &Private) -> u32 {
-    p.lookup_bits.clamp(LOOKUP_MIN_BITS, LOOKUP_BITS)
+    p.lookup_bits.max(LOOKUP_MIN_BITS)
 }
 
 /// The line of the thread's lookup cache `lines` (`1 << bits` in use) that holds (`addr`,
@@ -81,8 +85,8 @@ unsafe fn cached_line<'a>(
     site_mode: usize,
 ) -> Option<&'a mut Cached> {
     let set = lookup_set(bits, addr, site_mode);
-    // SAFETY: the cache has `1 << LOOKUP_BITS` lines and `set + 1` is below `1 << bits`; zeroed
-    // memory is an empty line; the caller's contract.
+    // SAFETY: the cache has `1 << LOOKUP_BITS` lines and `set + 1` is below that (see
+    // `lookup_set`); zeroed memory is an empty line; the caller's contract.
     let (a, b) = unsafe { (&mut *lines.add(set), &mut *lines.add(set + 1)) };
     if a.addr == addr && a.site_mode == site_mode {
         return Some(a);
@@ -155,26 +159,35 @@ pub(crate) fn lookup(
     mode: Mode,
     site: usize,
 ) -> Result<Found, Lost> {
+    match lookup_hit(cx, addr, mode, site) {
+        Some(f) => Ok(f),
+        None => lookup_miss(cx, addr, kind, mode, site),
+    }
+}
+
+/// [`lookup`] through the thread's lookup cache alone: `None` when it has no valid line for
+/// (lock, site, mode).
+#[inline(always)]
+pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Option<Found> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
     let site_mode = site | ((mode as usize) << 56);
     let base = p.slot_base;
     let (lines, bits) = (cx.shard.lookups(), lookup_bits(p));
     // SAFETY: this thread's cache, busy flag held; the line is not kept past this block.
-    if let Some(c) = unsafe { cached_line(lines, bits, addr, site_mode) }
-        && !c.entry.is_null()
-        && !base.is_null()
-    {
-        let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
-        // SAFETY: a line is placed only with an index the registry gave (below its length),
-        // after `slot_base` was set to the registry's first slot; slots are never unmapped.
-        let slot = unsafe { &*base.add(idx as usize) };
-        if slot.generation() == gen_ {
-            // SAFETY: cached records live in the thread's table, never unmapped.
-            return Ok((unsafe { &(*c.entry).stats }, slot, c.slot_gen));
-        }
+    let c = unsafe { cached_line(lines, bits, addr, site_mode) }?;
+    if c.entry.is_null() || base.is_null() {
+        return None;
     }
-    lookup_miss(cx, addr, kind, mode, site)
+    let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
+    // SAFETY: a line is placed only with an index the registry gave (below its length), after
+    // `slot_base` was set to the registry's first slot; slots are never unmapped.
+    let slot = unsafe { &*base.add(idx as usize) };
+    if slot.generation() != gen_ {
+        return None;
+    }
+    // SAFETY: cached records live in the thread's table, never unmapped.
+    Some((unsafe { &(*c.entry).stats }, slot, c.slot_gen))
 }
 
 /// [`lookup`] when the thread's cache has no line for (lock, site, mode): through the registry
@@ -303,11 +316,7 @@ pub(crate) fn acquired_found(
     how: How,
     who: Option<&Contention>,
 ) {
-    let cpu = crate::sys::current_cpu() as usize;
-    let cpuc = cx.shard.cpus.get(cpu);
-    if let Some(c) = cpuc {
-        c.acquisitions.add(1);
-    }
+    let cpuc = count_cpu(cx);
     let (st, slot, idx_gen) = match found {
         Ok(f) => f,
         Err(why) => return lost(cx, why),
@@ -346,6 +355,30 @@ pub(crate) fn acquired_found(
     } else {
         0
     };
+    if mode != Mode::Read && my_stack == 0 && sample_this(cx) {
+        my_stack = record_sample(cx, k1(), site);
+    }
+    publish_holder(cx, st, slot, mode, site, t_acq, my_stack);
+    let sem = kind == LockKind::Semaphore;
+    let epoch = if sem { slot.epoch.load(Relaxed) } else { 0 };
+    push_held(cx, Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem, epoch }, kind);
+    // SAFETY: busy flag held.
+    record::refill(unsafe { cx.private() });
+}
+
+/// Publishes this thread as the holder of the lock of `slot` (record `st`), acquired in `mode`
+/// at `site` at `t_acq` (0: not timed) with the sampled stack `my_stack` (0: none), and clears a
+/// failed trylock's mark.
+#[inline(always)]
+fn publish_holder(
+    cx: &Cx,
+    st: &LiveStats,
+    slot: &Slot,
+    mode: Mode,
+    site: usize,
+    t_acq: u64,
+    my_stack: u64,
+) {
     let me = cx.shard.owner.load(Relaxed);
     if mode != Mode::Read {
         let prev = slot.last_owner.load(Relaxed);
@@ -369,9 +402,6 @@ pub(crate) fn acquired_found(
         if packed != 0 || slot.holder_t_acq.load(Relaxed) != 0 {
             slot.holder_t_acq.store(packed, Relaxed);
         }
-        if my_stack == 0 && sample_this(cx) {
-            my_stack = record_sample(cx, k1(), site);
-        }
         if my_stack != 0 || slot.holder_stack.load(Relaxed) != 0 {
             slot.holder_stack.store(my_stack, Relaxed);
         }
@@ -382,9 +412,6 @@ pub(crate) fn acquired_found(
     if slot.wanted.load(Relaxed) & TRY_WANTED != 0 {
         slot.wanted.fetch_and(!TRY_WANTED, Relaxed);
     }
-    let sem = kind == LockKind::Semaphore;
-    let epoch = if sem { slot.epoch.load(Relaxed) } else { 0 };
-    push_held(cx, Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem, epoch }, kind);
 }
 
 /// Whether the mutex at `addr` is recursive (glibc: the low bits of `__kind`, the `int` at offset
@@ -539,10 +566,7 @@ pub(crate) fn released(cx: &Cx, i: usize, t_rel: u64, was_wanted: bool) {
         // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped); we
         // stored it in `acquired` as a pointer to the record's stats.
         let st = unsafe { &*h.entry };
-        // A hold older than the last resume may have spanned a pause: not timed.
-        if h.t_acq != 0 && t_rel != 0 && h.t_acq >= crate::live::RESUMED_TICKS.load(Relaxed) {
-            st.record_hold(ticks_to_ns(t_rel.saturating_sub(h.t_acq)));
-        }
+        record_hold(st, h.t_acq, t_rel);
         if was_wanted {
             st.cnt_hold.add(1);
         }

@@ -1,9 +1,11 @@
 //! The acquire and release paths the hooks call: a blocking lock (trylock first, then the timed
 //! wait), a trylock, an unlock, and a condvar wait's release and re-acquisition.
 
-use super::record::{Contention, cost_sample, held_site, holding};
+use super::record::{
+    Contention, acq_cost_sample, cost_sample, decisions_quiet, held_site, holding, refill,
+};
 use super::{
-    How, acquired, acquired_found, find_held, hold_is_timed, lookup, released, releasing,
+    How, acquired, acquired_found, fast, find_held, hold_is_timed, lookup, released, releasing,
     try_failed, try_failed_found, wait_begin, wait_end,
 };
 use crate::state::{CFG, Cx};
@@ -14,9 +16,9 @@ use lockmeter_core::{LockKind, Mode, clock};
 /// A whole blocking acquisition: trylock first, then the blocking call only if that found the
 /// lock held. Returns exactly what `lock()` alone would have returned.
 ///
-/// The usual case (the trylock succeeds, this acquisition is not one the cost estimate times)
-/// runs straight through here; the timed acquisition (one in `cost::SAMPLE`) and everything
-/// after a failed trylock run out of line.
+/// The usual case (the trylock succeeds, no sampling decision is due, the record is in the
+/// thread's lookup cache) runs straight through here (`fast`); the timed acquisition (one in
+/// `cost::SAMPLE`) and everything after a failed trylock run out of line.
 #[inline(always)]
 pub(crate) fn lock_with(
     addr: usize,
@@ -27,7 +29,33 @@ pub(crate) fn lock_with(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
-    let r = if cost_sample(&cx, |p| &mut p.cost_acq) {
+    if let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) {
+        let r = try_lock();
+        let r = if r == 0 || r == libc::EOWNERDEAD {
+            fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
+            r
+        } else {
+            lock_not_taken(&cx, r, addr, kind, mode, site, lock)
+        };
+        crate::state::leave(cx);
+        return r;
+    }
+    lock_general(cx, addr, kind, mode, site, try_lock, lock)
+}
+
+/// [`lock_with`] of an acquisition the fast path does not take (out of line: the hook's fast path
+/// stays short).
+#[inline(never)]
+fn lock_general(
+    cx: Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    try_lock: impl FnOnce() -> c_int,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = if acq_cost_sample(&cx) {
         lock_timed(&cx, addr, kind, mode, site, try_lock, lock)
     } else {
         lock_metered::<false>(&cx, addr, kind, mode, site, try_lock, lock)
@@ -72,7 +100,18 @@ fn lock_metered<const TIMED: bool>(
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
         let a0 = crate::cost::now_if(TIMED);
-        acquired_found(cx, found, addr, kind, mode, site, How::Immediate, None);
+        // A timed acquisition that the fast path would have taken but for this decision records
+        // with the fast path's code: the cost estimate times the path most acquisitions take.
+        let quick = match found {
+            Ok(f) if TIMED && kind != LockKind::Semaphore && decisions_quiet(cx, mode) => {
+                fast::record_immediate(cx, f, addr, kind, mode, site);
+                true
+            }
+            found => {
+                acquired_found(cx, found, addr, kind, mode, site, How::Immediate, None);
+                false
+            }
+        };
         if TIMED {
             let c = &cx.shard.cost;
             crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, crate::cost::edge_if(true));
@@ -80,6 +119,10 @@ fn lock_metered<const TIMED: bool>(
                 crate::cost::add(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
             }
             crate::cost::add_out(&c.acq_real_timed, &c.acq_real_ticks, l1, a0);
+        }
+        if quick {
+            // SAFETY: busy flag held.
+            refill(unsafe { cx.private() });
         }
         r
     } else {
@@ -130,7 +173,7 @@ pub(super) fn wait_for(
     let t1 = clock::now();
     wait_end(slot);
     if r == 0 || r == libc::EOWNERDEAD {
-        let timed = cost_sample(cx, |p| &mut p.cost_acq);
+        let timed = acq_cost_sample(cx);
         acquired(cx, addr, kind, mode, site, How::Waited { t0, t1 }, Some(&who));
         if timed {
             let c = &cx.shard.cost;
@@ -191,6 +234,16 @@ pub(crate) fn trylock_with(
     try_lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(try_lock()) };
+    if let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) {
+        let r = try_lock();
+        if r == 0 || r == libc::EOWNERDEAD {
+            fast::acquired_fast::<true>(&cx, found, addr, kind, mode, site);
+        } else if r == libc::EBUSY {
+            try_failed_found(&cx, Ok(found));
+        }
+        crate::state::leave(cx);
+        return r;
+    }
     let found = lookup(&cx, addr, kind, mode, site);
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
@@ -255,10 +308,39 @@ pub(super) fn cancelled_cond_reacquire(cx: &Cx, addr: usize) {
     cond_reacquired(cx, addr, site, t0, clock::now());
 }
 
-/// An unlock. As in [`lock_with`], the release the cost estimate times runs out of line.
+/// An unlock. As in [`lock_with`], the usual case runs straight through (`fast`), the release the
+/// cost estimate times out of line.
 #[inline(always)]
 pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    unlock_maybe_infallible(addr, false, unlock)
+}
+
+/// [`unlock_with`]; `infallible`: the real unlock cannot fail (glibc's normal and adaptive
+/// mutexes: it returns 0 without checking the owner), so an untimed hold can end before it and
+/// the real call be the hook's last (a tail call).
+#[inline(always)]
+pub(crate) fn unlock_maybe_infallible(
+    addr: usize,
+    infallible: bool,
+    unlock: impl FnOnce() -> c_int,
+) -> c_int {
     let Some(cx) = crate::state::enter() else { return unlock() };
+    if let Some(len) = fast::releasable(&cx, addr) {
+        if fast::release_is_timed(&cx) {
+            return fast::release_timed(cx, len, infallible, unlock);
+        }
+        if infallible && fast::end_untimed(&cx, len).is_some() {
+            crate::state::leave(cx);
+            return unlock();
+        }
+        return fast::release(cx, len, unlock);
+    }
+    unlock_general(cx, addr, unlock)
+}
+
+/// [`unlock_with`] of a release the fast path does not take.
+#[inline(never)]
+fn unlock_general(cx: Cx, addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
     // SAFETY: busy flag held.
     if unsafe { cx.private() }.cond_addr == addr {
         cancelled_cond_reacquire(&cx, addr);

@@ -264,7 +264,7 @@ pub(super) fn record_sample(cx: &Cx, k1: u64, site: usize) -> u64 {
     count_stack_event(cx, k1, EventKind::Sampled, site).unwrap_or(0)
 }
 
-/// Whether this acquisition's stack is sampled.
+/// Whether this acquisition's stack is sampled (one in `--stack-sample`, counted down).
 #[inline(always)]
 pub(super) fn sample_this(cx: &Cx) -> bool {
     let every = CFG.stack_sample.load(Relaxed);
@@ -273,12 +273,21 @@ pub(super) fn sample_this(cx: &Cx) -> bool {
     }
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
-    p.stack_sample = p.stack_sample.wrapping_add(1);
-    p.stack_sample % every == 0
+    settle(p);
+    countdown(&mut p.stack_sample, every)
+}
+
+/// Whether to time this acquisition for the cost estimate (see `cost`).
+#[inline(always)]
+pub(super) fn acq_cost_sample(cx: &Cx) -> bool {
+    // SAFETY: busy flag held; the borrow ends here.
+    let p = unsafe { cx.private() };
+    settle(p);
+    crate::cost::sample(&mut p.cost_acq)
 }
 
 /// Whether to time this one for the cost estimate (see `cost`), by the sampling counter `which`
-/// picks from the thread's private part.
+/// picks from the thread's private part (not `cost_acq`: see [`acq_cost_sample`]).
 #[inline(always)]
 pub(super) fn cost_sample(
     cx: &Cx,
@@ -297,14 +306,112 @@ pub(super) fn time_this_hold(cx: &Cx) -> bool {
         n => {
             // SAFETY: busy flag held, as in `lookup`.
             let p = unsafe { cx.private() };
-            // One in n, counted down (no division on the acquisition path).
-            if p.sample == 0 || p.sample > n {
-                p.sample = n;
-            }
-            p.sample -= 1;
-            p.sample == 0
+            settle(p);
+            countdown(&mut p.sample, n)
         }
     }
+}
+
+/// The hold and stack sampling decisions of an acquisition in `mode` made on the general path
+/// (the cost estimate's made already), when neither is due: then they are made (both not due)
+/// and true returned, so that the acquisition may be recorded as a fast one is. False: one is
+/// due, none made.
+#[inline(always)]
+pub(super) fn decisions_quiet(cx: &Cx, mode: Mode) -> bool {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    settle(p);
+    let (hold, stack) = (CFG.hold_every.load(Relaxed), CFG.stack_sample.load(Relaxed));
+    let stack = if mode == Mode::Read { 0 } else { stack };
+    if (hold >= 2 && countdown_start(p.sample, hold) == 1)
+        || (stack != 0 && countdown_start(p.stack_sample, stack) == 1)
+    {
+        return false;
+    }
+    if hold >= 2 {
+        countdown(&mut p.sample, hold);
+    }
+    if stack != 0 {
+        countdown(&mut p.stack_sample, stack);
+    }
+    true
+}
+
+/// One in `n` (n >= 1), counted down in `c` (no division on the acquisition path): true when it
+/// reaches 0.
+#[inline(always)]
+fn countdown(c: &mut u32, n: u32) -> bool {
+    *c = countdown_start(*c, n) - 1;
+    *c == 0
+}
+
+/// Where countdown `c` of one in `n` goes on from (1..=n): 0 or out of range start afresh.
+#[inline(always)]
+fn countdown_start(c: u32, n: u32) -> u32 {
+    if c == 0 || c > n { n } else { c }
+}
+
+// The quiet acquisitions (`Private::quiet`). The three sampling decisions of an acquisition (the
+// cost estimate's timed acquisition, `cost::SAMPLE`; the hold sample, `--hold sample:N`; the
+// stack sample, `--stack-sample`) are each a countdown. After the decisions of an acquisition
+// made on the general path, [`refill`] finds how many of the next acquisitions none of the
+// three is due for (`quiet`), and advances each countdown over them at once; the fast path
+// (`meter::fast`) then only counts `quiet` down. Any decision made while `quiet` is not zero
+// (another path: a contended acquisition, a semaphore, a trylock...) first gives the unused
+// quiet acquisitions back ([`settle`]), so that each countdown moves exactly as if every
+// acquisition had made its decisions one by one. A fast acquisition whose general path would not
+// have moved a countdown (a trylock does not move the cost estimate's, a read acquisition not
+// the stack sample's) gives its step back (`fast::unstep`).
+
+/// Gives back the quiet acquisitions not used (see above): the countdowns as if decided one by
+/// one.
+#[inline(always)]
+pub(super) fn settle(p: &mut crate::state::Private) {
+    if p.quiet != 0 {
+        give_back(p, p.quiet);
+        p.quiet = 0;
+    }
+}
+
+/// Moves the countdowns back by `q` acquisitions not made.
+#[inline(always)]
+pub(super) fn give_back(p: &mut crate::state::Private, q: u32) {
+    p.cost_acq += q;
+    if CFG.hold_every.load(Relaxed) >= 2 {
+        p.sample += q;
+    }
+    if CFG.stack_sample.load(Relaxed) != 0 {
+        p.stack_sample += q;
+    }
+}
+
+/// After an acquisition's decisions: the next acquisitions that none of the countdowns is due for
+/// become quiet (see above), each countdown advanced over them.
+#[inline(never)]
+pub(super) fn refill(p: &mut crate::state::Private) {
+    if p.quiet != 0 {
+        return;
+    }
+    let (hold, stack) = (CFG.hold_every.load(Relaxed), CFG.stack_sample.load(Relaxed));
+    // `cost::sample` is due when its counter is 0: that many acquisitions before it are not.
+    let mut q = p.cost_acq;
+    if hold >= 2 {
+        q = q.min(countdown_start(p.sample, hold) - 1);
+    }
+    if stack != 0 {
+        q = q.min(countdown_start(p.stack_sample, stack) - 1);
+    }
+    if q == 0 {
+        return;
+    }
+    p.cost_acq -= q;
+    if hold >= 2 {
+        p.sample = countdown_start(p.sample, hold) - q;
+    }
+    if stack != 0 {
+        p.stack_sample = countdown_start(p.stack_sample, stack) - q;
+    }
+    p.quiet = q;
 }
 
 /// The call site that acquired the hold at held index `i` (its lock's published holder site, ours

@@ -106,6 +106,9 @@ pub(crate) struct Private {
     pub(crate) cost_acq: u32,
     pub(crate) cost_rel: u32,
     pub(crate) cost_holding: u32,
+    /// Acquisitions to come that no sampling decision is due for, the countdowns above already
+    /// advanced over them (see `meter::record::refill`): the fast path only counts this down.
+    pub(crate) quiet: u32,
 }
 
 /// Per-CPU counters of one thread.

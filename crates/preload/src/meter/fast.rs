@@ -1,0 +1,265 @@
+//! The uncontended fast paths: an acquisition that is quiet (no sampling decision due: see
+//! `record::refill`), whose record the thread's lookup cache holds, and that the trylock takes
+//! at once; a release of the lock on top of the held stack that no one wants. They record
+//! exactly what the general paths (`mod.rs`, `paths.rs`) record for the same call; anything
+//! else takes the general path, out of line. The acquisitions and releases that the cost
+//! estimate times (`cost::SAMPLE`) run this same code when they could have taken the fast path
+//! but for being timed, so that the estimate measures the path most calls take.
+
+use super::{Found, lookup_hit, publish_holder, push_held};
+use crate::state::CpuCounters;
+use crate::state::{CFG, Cx, Held, ticks_to_ns};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::Relaxed;
+use lockmeter_core::stats::LiveStats;
+use lockmeter_core::{LockKind, Mode, clock};
+
+/// The record and slot of an acquisition that may take the fast path (the caller entered
+/// metering): not a semaphore, quiet, and a lookup-cache hit. `None`: the general path.
+#[inline(always)]
+pub(super) fn quiet_hit(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+) -> Option<Found> {
+    // SAFETY: busy flag held; the borrow ends here.
+    if kind == LockKind::Semaphore || unsafe { cx.private() }.quiet == 0 {
+        return None;
+    }
+    lookup_hit(cx, addr, mode, site)
+}
+
+/// Records an acquisition taken at once whose record and slot [`quiet_hit`] gave: what
+/// `acquired_found` records for it, its sampling decisions known not due. `TRY`: a trylock
+/// (whose general path does not move the cost estimate's countdown).
+#[inline(always)]
+pub(super) fn acquired_fast<const TRY: bool>(
+    cx: &Cx,
+    found: Found,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+) {
+    {
+        // SAFETY: busy flag held; the borrow ends with this block.
+        let p = unsafe { cx.private() };
+        p.quiet -= 1;
+        // The steps the general path would not have taken, given back (see `record::refill`).
+        if TRY {
+            p.cost_acq += 1;
+        }
+        if mode == Mode::Read && CFG.stack_sample.load(Relaxed) != 0 {
+            p.stack_sample += 1;
+        }
+    }
+    record_immediate(cx, found, addr, kind, mode, site);
+}
+
+/// What `acquired_found` records for an acquisition taken at once whose record and slot are
+/// `found`, its sampling decisions made and none due.
+#[inline(always)]
+pub(super) fn record_immediate(
+    cx: &Cx,
+    found: Found,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+) {
+    let (st, slot, _) = found;
+    count_cpu(cx);
+    st.acquisitions.add(1);
+    // Hold timing on times every hold; sampled, this one is not due (it is quiet).
+    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { clock::now().max(1) } else { 0 };
+    publish_holder(cx, st, slot, mode, site, t_acq, 0);
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    if p.held_len == 0 {
+        // The usual case: no other lock held, nothing on the stack to check.
+        let h = &mut p.held[0];
+        h.addr = addr;
+        h.entry = st;
+        h.slot = slot;
+        h.t_acq = t_acq;
+        h.mode = mode as u8;
+        h.sem = false;
+        h.epoch = 0;
+        p.held_len = 1;
+    } else {
+        let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: false, epoch: 0 };
+        push_nested(cx, h, kind);
+    }
+}
+
+/// `push_held` onto a non-empty held stack (out of line: the fast path stays short).
+#[inline(never)]
+fn push_nested(cx: &Cx, h: Held, kind: LockKind) {
+    push_held(cx, h, kind);
+}
+
+/// Whether the release of `addr` may take the fast path (the caller entered metering): the top
+/// of the held stack is `addr`, not a semaphore hold nor the mutex of a condvar wait, and no
+/// other thread wants it (nothing to record for them). Returns the held stack's length.
+#[inline(always)]
+pub(super) fn releasable(cx: &Cx, addr: usize) -> Option<usize> {
+    // SAFETY: busy flag held; the borrow ends here.
+    let p = unsafe { cx.private() };
+    let len = p.held_len;
+    let top = p.held.get(len.wrapping_sub(1))?;
+    if top.addr != addr || top.sem || top.slot.is_null() || p.cond_addr == addr {
+        return None;
+    }
+    // SAFETY: registry slots are never unmapped.
+    if unsafe { &*top.slot }.wanted.load(Relaxed) != 0 {
+        return None;
+    }
+    Some(len)
+}
+
+/// Whether the cost estimate times this release (its countdown is due).
+#[inline(always)]
+pub(super) fn release_is_timed(cx: &Cx) -> bool {
+    // SAFETY: busy flag held; the borrow ends here.
+    unsafe { cx.private() }.cost_rel == 0
+}
+
+/// A release that [`releasable`] allowed and that the cost estimate times: the fast path's
+/// work, timed at the points `paths::unlock_metered` times (inside the critical section: from
+/// the hook's start to the real unlock; the real unlock; after it: to the hook's end), and
+/// leaves metering. `infallible` as for `paths::unlock_maybe_infallible`.
+#[cold]
+#[inline(never)]
+pub(super) fn release_timed(
+    cx: Cx,
+    len: usize,
+    infallible: bool,
+    unlock: impl FnOnce() -> c_int,
+) -> c_int {
+    let c = &cx.shard.cost;
+    let i = len - 1;
+    let u0 = crate::cost::edge_if(true);
+    let (h, first) = {
+        // SAFETY: busy flag held; the borrow ends with this block.
+        let p = unsafe { cx.private() };
+        crate::cost::sample(&mut p.cost_rel);
+        let Some(top) = p.held.get_mut(i) else {
+            crate::state::leave(cx);
+            return unlock();
+        };
+        let h = *top;
+        // As on the fast path: an untimed hold of a lock whose release cannot fail ends before
+        // the real call, the others' entries are taken out of the stack before and popped after.
+        let first = infallible && h.t_acq == 0;
+        if first {
+            p.held_len = i;
+        } else {
+            top.addr = 0;
+        }
+        (h, first)
+    };
+    let t_rel = if h.t_acq != 0 { clock::now() } else { 0 };
+    let r0 = clock::now();
+    crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, r0);
+    let r = unlock();
+    let u1 = clock::now();
+    if !first {
+        // SAFETY: busy flag held (the real call does not meter).
+        let p = unsafe { cx.private() };
+        if r != 0 {
+            if let Some(top) = p.held.get_mut(i) {
+                top.addr = h.addr;
+            }
+        } else {
+            if !h.entry.is_null() {
+                // SAFETY: as in `release_top`.
+                record_hold(unsafe { &*h.entry }, h.t_acq, t_rel);
+            }
+            p.held_len = i;
+        }
+    }
+    crate::cost::add_out(&c.rel_out_timed, &c.rel_out_ticks, u1, crate::cost::edge_if(true));
+    crate::cost::add_out(&c.rel_real_timed, &c.rel_real_ticks, r0, u1);
+    crate::state::leave(cx);
+    r
+}
+
+/// Ends the hold on top of a held stack of `len` entries that [`releasable`] allowed, before a
+/// real release that cannot fail, when the hold is not timed (nothing to record after the real
+/// call, which can then be the hook's last): what [`release`] records for it. `None`: the hold
+/// is timed, nothing done.
+#[inline(always)]
+pub(super) fn end_untimed(cx: &Cx, len: usize) -> Option<()> {
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    if p.held.get(len - 1)?.t_acq != 0 {
+        return None;
+    }
+    p.cost_rel -= 1;
+    p.held_len = len - 1;
+    Some(())
+}
+
+/// The release of the top of a held stack of `len` entries that [`releasable`] allowed: what
+/// `unlock_with` records for it (the hold, when timed; its end before the real call, as in
+/// `end_hold`), around the real release `unlock`.
+/// Leaves metering.
+#[inline(always)]
+pub(super) fn release(cx: Cx, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    let r = release_top(&cx, len, unlock);
+    crate::state::leave(cx);
+    r
+}
+
+/// [`release`] in metering.
+#[inline(always)]
+fn release_top(cx: &Cx, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    let i = len - 1;
+    let h = {
+        // SAFETY: busy flag held; the borrow ends with this block.
+        let p = unsafe { cx.private() };
+        p.cost_rel -= 1;
+        let Some(top) = p.held.get_mut(i) else { return unlock() };
+        let h = *top;
+        top.addr = 0;
+        h
+    };
+    let t_rel = if h.t_acq != 0 { clock::now() } else { 0 };
+    let r = unlock();
+    // SAFETY: busy flag held (the real call does not meter).
+    let p = unsafe { cx.private() };
+    if r != 0 {
+        // Put back: the lock is still held.
+        if let Some(top) = p.held.get_mut(i) {
+            top.addr = h.addr;
+        }
+        return r;
+    }
+    if !h.entry.is_null() {
+        // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped).
+        record_hold(unsafe { &*h.entry }, h.t_acq, t_rel);
+    }
+    p.held_len = i;
+    r
+}
+
+/// Counts an acquisition on the CPU the thread runs on; returns that CPU's counters.
+#[inline(always)]
+pub(super) fn count_cpu(cx: &Cx) -> Option<&'static CpuCounters> {
+    let cpuc = cx.shard.cpus.get(crate::sys::current_cpu() as usize);
+    if let Some(c) = cpuc {
+        c.acquisitions.add(1);
+    }
+    cpuc
+}
+
+/// Records in `st` the hold from `t_acq` to `t_rel` (ticks; either 0: not timed).
+#[inline(always)]
+pub(super) fn record_hold(st: &LiveStats, t_acq: u64, t_rel: u64) {
+    // A hold older than the last resume may have spanned a pause: not timed.
+    if t_acq != 0 && t_rel != 0 && t_acq >= crate::live::RESUMED_TICKS.load(Relaxed) {
+        st.record_hold(ticks_to_ns(t_rel.saturating_sub(t_acq)));
+    }
+}
