@@ -3,7 +3,8 @@
 //! plain LD_PRELOAD with LOCKMETER_OUTPUT and LOCKMETER_LOCKS), and the report's views,
 //! formats, --top, --lock and --no-symbols all agree with the program's own counts.
 //!
-//! Ground-truth programs (`tests/programs/`): ending.c, many_locks.c, semantics.c, striped.c.
+//! Ground-truth programs (`tests/programs/`): ending.c, many_locks.c, sampled_mix.c, semantics.c,
+//! single.c, striped.c.
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test options`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -241,6 +242,38 @@ fn all_stacks(p: &Profile) -> Vec<usize> {
         }
     }
     v
+}
+
+#[test]
+fn sampling_decisions_are_exact_on_every_path() {
+    // One thread, no contention, acquisitions through every path (lock, trylock, read, write,
+    // nested): the preload makes each sampling decision on its fast path or its general path,
+    // and both move one countdown per acquisition. --hold sample:7 times every 7th hold of the
+    // thread (reads included): exactly floor(A / 7); --stack-sample 3 samples every 3rd
+    // acquisition but reads: exactly floor((A - R) / 3).
+    let s = Scratch::new("mixsample");
+    let exe = s.compile("sampled_mix");
+    let opts = ["--hold", "sample:7", "--stack-sample", "3"];
+    let ran = run_metered(&s, "m.lmp", &opts, &exe, &["10007"]);
+    ran.expect_code(0);
+    let (a, r) = (printed(&ran, "acquisitions"), printed(&ran, "reads"));
+    let p = Profile::load(&s.path("m.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    p.eq("totals.acquisitions", p.totals("acquisitions"), a);
+    p.eq("totals.holds_timed", p.totals("holds_timed"), a / 7);
+    let folded = lockmeter(&s.dir, &["flamegraph", "m.lmp", "--weight", "samples", "--folded"]);
+    folded.expect_code(0);
+    let samples: u64 =
+        folded.stdout.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum();
+    assert_eq!(samples, (a - r) / 3, "{folded}");
+}
+
+/// The number after `name` in a program's output.
+fn printed(ran: &Ran, name: &str) -> u64 {
+    let w: Vec<&str> = ran.stdout.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == name).unwrap_or_else(|| panic!("no {name}\n{ran}"));
+    w[i + 1].parse().unwrap_or_else(|_| panic!("{name}\n{ran}"))
 }
 
 #[test]

@@ -1,0 +1,44 @@
+/* One thread takes locks, without contention, through each path of the preload's acquisitions:
+ * for the sampling decisions (--hold sample:N, --stack-sample N), which every path must make
+ * exactly as often. A thread of its own, whose countdowns start afresh (the main thread's
+ * first decisions are taken by the collector's calibration pairs). Usage: sampled_mix ITERS. Each iteration: mix_m locked and unlocked,
+ * trylocked and unlocked, mix_rw read-locked and write-locked (each unlocked), and mix_m with
+ * mix_n nested inside it: 6 acquisitions, 1 of them a read.
+ * Prints "acquisitions A reads R". */
+#include "e2e_common.h"
+
+static pthread_mutex_t mix_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mix_n = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t mix_rw = PTHREAD_RWLOCK_INITIALIZER;
+
+static long iters, acquisitions, reads;
+
+static void *mix(void *arg) {
+    (void)arg;
+    for (long i = 0; i < iters; i++) {
+        OK(pthread_mutex_lock(&mix_m));
+        OK(pthread_mutex_unlock(&mix_m));
+        OK(pthread_mutex_trylock(&mix_m));
+        OK(pthread_mutex_unlock(&mix_m));
+        OK(pthread_rwlock_rdlock(&mix_rw));
+        OK(pthread_rwlock_unlock(&mix_rw));
+        OK(pthread_rwlock_wrlock(&mix_rw));
+        OK(pthread_rwlock_unlock(&mix_rw));
+        OK(pthread_mutex_lock(&mix_m));
+        OK(pthread_mutex_lock(&mix_n));
+        OK(pthread_mutex_unlock(&mix_n));
+        OK(pthread_mutex_unlock(&mix_m));
+        acquisitions += 6;
+        reads += 1;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    iters = arg_long(argc, argv, 1, 1000);
+    pthread_t t;
+    OK(pthread_create(&t, NULL, mix, NULL));
+    OK(pthread_join(t, NULL));
+    printf("acquisitions %ld reads %ld\n", acquisitions, reads);
+    return 0;
+}
