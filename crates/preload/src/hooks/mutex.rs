@@ -177,7 +177,12 @@ lock_trio! {
         // SAFETY: the caller's mutex (the libc contract).
         let infallible = unsafe { unlock_cannot_fail(m) };
         // SAFETY: forwarded with the caller's arguments.
-        meter::unlock_maybe_infallible(m as usize, infallible, || unsafe { real::mutex_unlock(m) })
+        let unlock = || unsafe { real::mutex_unlock(m) };
+        match meter::unlock_mutex_with(m as usize, infallible, unlock) {
+            Some(r) => r,
+            // SAFETY: as above; the hook's last call.
+            None => unsafe { real::mutex_unlock(m) },
+        }
     }
     init pthread_mutex_init(m, a: *const libc::pthread_mutexattr_t; site) x86 "rdx", arm "x2" => imp_mutex_init {
         // SAFETY: forwarded with the caller's arguments.

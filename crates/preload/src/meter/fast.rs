@@ -129,7 +129,7 @@ pub(super) fn release_is_timed(cx: &Cx) -> bool {
 /// A release that [`releasable`] allowed and that the cost estimate times: the fast path's
 /// work, timed at the points `paths::unlock_metered` times (inside the critical section: from
 /// the hook's start to the real unlock; the real unlock; after it: to the hook's end), and
-/// leaves metering. `infallible` as for `paths::unlock_maybe_infallible`.
+/// leaves metering. `infallible` as for `paths::unlock_mutex_with`.
 #[cold]
 #[inline(never)]
 pub(super) fn release_timed(
@@ -186,20 +186,22 @@ pub(super) fn release_timed(
     r
 }
 
-/// Ends the hold on top of a held stack of `len` entries that [`releasable`] allowed, before a
-/// real release that cannot fail, when the hold is not timed (nothing to record after the real
-/// call, which can then be the hook's last): what [`release`] records for it. `None`: the hold
-/// is timed, nothing done.
+/// Whether the hold on top of a held stack of `len` entries is untimed.
 #[inline(always)]
-pub(super) fn end_untimed(cx: &Cx, len: usize) -> Option<()> {
+pub(super) fn untimed(cx: &Cx, len: usize) -> bool {
+    // SAFETY: busy flag held; the borrow ends here.
+    unsafe { cx.private() }.held.get(len.wrapping_sub(1)).is_some_and(|h| h.t_acq == 0)
+}
+
+/// Ends the untimed hold ([`untimed`]) on top of a held stack of `len` entries that
+/// [`releasable`] allowed, before a real release that cannot fail (nothing to record after the
+/// real call, which can then be the hook's last): what [`release`] records for it.
+#[inline(always)]
+pub(super) fn end_untimed(cx: &Cx, len: usize) {
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
-    if p.held.get(len - 1)?.t_acq != 0 {
-        return None;
-    }
     p.cost_rel -= 1;
     p.held_len = len - 1;
-    Some(())
 }
 
 /// The release of the top of a held stack of `len` entries that [`releasable`] allowed: what
@@ -207,39 +209,37 @@ pub(super) fn end_untimed(cx: &Cx, len: usize) -> Option<()> {
 /// `end_hold`), around the real release `unlock`.
 /// Leaves metering.
 #[inline(always)]
-pub(super) fn release(cx: Cx, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
-    let r = release_top(&cx, len, unlock);
+pub(super) fn release(cx: Cx, addr: usize, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    let r = release_top(&cx, addr, len, unlock);
     crate::state::leave(cx);
     r
 }
 
-/// [`release`] in metering.
+/// [`release`] in metering. The entry is read again after the real call (which does not meter),
+/// rather than kept across it.
 #[inline(always)]
-fn release_top(cx: &Cx, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+fn release_top(cx: &Cx, addr: usize, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
     let i = len - 1;
-    let h = {
+    let t_rel = {
         // SAFETY: busy flag held; the borrow ends with this block.
         let p = unsafe { cx.private() };
         p.cost_rel -= 1;
         let Some(top) = p.held.get_mut(i) else { return unlock() };
-        let h = *top;
         top.addr = 0;
-        h
+        if top.t_acq != 0 { clock::now() } else { 0 }
     };
-    let t_rel = if h.t_acq != 0 { clock::now() } else { 0 };
     let r = unlock();
     // SAFETY: busy flag held (the real call does not meter).
     let p = unsafe { cx.private() };
+    let Some(top) = p.held.get_mut(i) else { return r };
     if r != 0 {
         // Put back: the lock is still held.
-        if let Some(top) = p.held.get_mut(i) {
-            top.addr = h.addr;
-        }
+        top.addr = addr;
         return r;
     }
-    if !h.entry.is_null() {
+    if !top.entry.is_null() {
         // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped).
-        record_hold(unsafe { &*h.entry }, h.t_acq, t_rel);
+        record_hold(unsafe { &*top.entry }, top.t_acq, t_rel);
     }
     p.held_len = i;
     r

@@ -16,8 +16,8 @@ mod record;
 mod sem;
 
 pub(crate) use paths::{
-    cond_begin, cond_end, cond_reacquired, lock_peek, lock_with, trylock_with,
-    unlock_maybe_infallible, unlock_with,
+    cond_begin, cond_end, cond_reacquired, lock_peek, lock_with, trylock_with, unlock_mutex_with,
+    unlock_with,
 };
 pub(crate) use sem::{sem_post_with, sem_trywait_with, sem_wait_with};
 

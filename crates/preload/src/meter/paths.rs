@@ -312,30 +312,39 @@ pub(super) fn cancelled_cond_reacquire(cx: &Cx, addr: usize) {
 /// cost estimate times out of line.
 #[inline(always)]
 pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int {
-    unlock_maybe_infallible(addr, false, unlock)
-}
-
-/// [`unlock_with`]; `infallible`: the real unlock cannot fail (glibc's normal and adaptive
-/// mutexes: it returns 0 without checking the owner), so an untimed hold can end before it and
-/// the real call be the hook's last (a tail call).
-#[inline(always)]
-pub(crate) fn unlock_maybe_infallible(
-    addr: usize,
-    infallible: bool,
-    unlock: impl FnOnce() -> c_int,
-) -> c_int {
     let Some(cx) = crate::state::enter() else { return unlock() };
     if let Some(len) = fast::releasable(&cx, addr) {
         if fast::release_is_timed(&cx) {
-            return fast::release_timed(cx, len, infallible, unlock);
+            return fast::release_timed(cx, len, false, unlock);
         }
-        if infallible && fast::end_untimed(&cx, len).is_some() {
-            crate::state::leave(cx);
-            return unlock();
-        }
-        return fast::release(cx, len, unlock);
+        return fast::release(cx, addr, len, unlock);
     }
     unlock_general(cx, addr, unlock)
+}
+
+/// [`unlock_with`] of a mutex; `infallible`: its real unlock cannot fail (glibc's normal and
+/// adaptive mutexes: it returns 0 without checking the owner). `None`: the caller makes the real
+/// unlock call itself, as its last (a tail call): metering is off, or an untimed hold ended
+/// before it (nothing to record after it).
+#[inline(always)]
+pub(crate) fn unlock_mutex_with(
+    addr: usize,
+    infallible: bool,
+    unlock: impl FnOnce() -> c_int,
+) -> Option<c_int> {
+    let cx = crate::state::enter()?;
+    if let Some(len) = fast::releasable(&cx, addr) {
+        if fast::release_is_timed(&cx) {
+            return Some(fast::release_timed(cx, len, infallible, unlock));
+        }
+        if infallible && fast::untimed(&cx, len) {
+            fast::end_untimed(&cx, len);
+            crate::state::leave(cx);
+            return None;
+        }
+        return Some(fast::release(cx, addr, len, unlock));
+    }
+    Some(unlock_general(cx, addr, unlock))
 }
 
 /// [`unlock_with`] of a release the fast path does not take.
