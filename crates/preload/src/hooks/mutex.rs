@@ -62,7 +62,7 @@ unsafe fn mutex_acquire(
         Mode::Exclusive,
         site,
         // SAFETY: as above.
-        || unsafe { real::mutex_trylock(m) },
+        move || unsafe { real::mutex_trylock(m) },
         lock,
     )
 }
@@ -108,7 +108,7 @@ unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_i
     }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
-    let lock = || unsafe { real::mutex_lock(m) };
+    let lock = move || unsafe { real::mutex_lock(m) };
     // SAFETY: as above.
     unsafe { mutex_acquire(m, site, lock) }
 }
@@ -122,7 +122,7 @@ unsafe extern "C" fn imp_mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> 
         });
     }
     // SAFETY: forwarded with the caller's arguments.
-    meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, || unsafe {
+    meter::trylock_with(m as usize, LockKind::Mutex, Mode::Exclusive, site, move || unsafe {
         real::mutex_trylock(m)
     })
 }
@@ -140,7 +140,7 @@ unsafe extern "C" fn imp_mutex_timedlock(
     }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
-    let lock = || unsafe { real::mutex_timedlock(m, t) };
+    let lock = move || unsafe { real::mutex_timedlock(m, t) };
     // SAFETY: as above.
     unsafe { mutex_acquire(m, site, lock) }
 }
@@ -162,7 +162,7 @@ unsafe extern "C" fn imp_mutex_clocklock(
     }
     // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
     // initialized mutex and the closure is the real lock call on it.
-    let lock = || unsafe { real::mutex_clocklock(m, c, t) };
+    let lock = move || unsafe { real::mutex_clocklock(m, c, t) };
     // SAFETY: as above.
     unsafe { mutex_acquire(m, site, lock) }
 }
@@ -177,7 +177,7 @@ lock_trio! {
         // SAFETY: the caller's mutex (the libc contract).
         let infallible = unsafe { unlock_cannot_fail(m) };
         // SAFETY: forwarded with the caller's arguments.
-        let unlock = || unsafe { real::mutex_unlock(m) };
+        let unlock = move || unsafe { real::mutex_unlock(m) };
         match meter::unlock_mutex_with(m as usize, infallible, unlock) {
             Some(r) => r,
             // SAFETY: as above; the hook's last call.

@@ -31,14 +31,12 @@ pub(crate) fn lock_with(
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
     if let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) {
         let r = try_lock();
-        let r = if r == 0 || r == libc::EOWNERDEAD {
+        if r == 0 || r == libc::EOWNERDEAD {
             fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
-            r
-        } else {
-            lock_not_taken(&cx, r, addr, kind, mode, site, lock)
-        };
-        crate::state::leave(cx);
-        return r;
+            crate::state::leave(cx);
+            return r;
+        }
+        return not_taken_then_leave(cx, r, addr, kind, mode, site, lock);
     }
     lock_general(cx, addr, kind, mode, site, try_lock, lock)
 }
@@ -128,6 +126,22 @@ fn lock_metered<const TIMED: bool>(
     } else {
         lock_not_taken(cx, r, addr, kind, mode, site, lock)
     }
+}
+
+/// [`lock_not_taken`], then leaves metering (`cx` by value: the fast path keeps it in registers).
+#[inline(never)]
+fn not_taken_then_leave(
+    cx: Cx,
+    r: c_int,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = lock_not_taken(&cx, r, addr, kind, mode, site, lock);
+    crate::state::leave(cx);
+    r
 }
 
 /// The trylock of a blocking acquisition answered `r`, not a success.
