@@ -7,8 +7,9 @@
 //!
 //! This file holds the per-thread bookkeeping of every path: the record lookup, the held stack,
 //! an acquisition, a failed try, a wait's mark, a release; `paths.rs` the acquire and release
-//! paths the hooks call, `sem.rs` the semaphores', `record.rs` what is recorded besides the
-//! counts (stacks, events, the longest waits, the sampling decisions).
+//! paths the hooks call, `fast.rs` their uncontended fast paths, `sem.rs` the semaphores',
+//! `record.rs` what is recorded besides the counts (stacks, events, the longest waits, the
+//! sampling decisions).
 
 mod fast;
 mod paths;

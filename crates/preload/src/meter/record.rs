@@ -361,7 +361,7 @@ fn countdown_start(c: u32, n: u32) -> u32 {
 // quiet acquisitions back ([`settle`]), so that each countdown moves exactly as if every
 // acquisition had made its decisions one by one. A fast acquisition whose general path would not
 // have moved a countdown (a trylock does not move the cost estimate's, a read acquisition not
-// the stack sample's) gives its step back (`fast::unstep`).
+// the stack sample's) gives its step back (`fast::acquired_fast`).
 
 /// Gives back the quiet acquisitions not used (see above): the countdowns as if decided one by
 /// one.
@@ -375,7 +375,7 @@ pub(super) fn settle(p: &mut crate::state::Private) {
 
 /// Moves the countdowns back by `q` acquisitions not made.
 #[inline(always)]
-pub(super) fn give_back(p: &mut crate::state::Private, q: u32) {
+fn give_back(p: &mut crate::state::Private, q: u32) {
     p.cost_acq += q;
     if CFG.hold_every.load(Relaxed) >= 2 {
         p.sample += q;
