@@ -391,7 +391,7 @@ fn run_kernel_gives_one_profile_with_user_and_kernel_locks() {
     // A waiter may sleep more than once per acquisition (woken, it can lose the race), but
     // only while it waits: the sleeps lie inside the wait the preload measured (two clocks: 1%).
     let (slept, slept_ns) = (u(hot, "kernel_sleeps"), u(hot, "kernel_sleep_ns"));
-    // main held it for 50 ms while the workers started: some of them slept in the kernel.
+    // main held it until every worker had started, and 50 ms more: some of them slept in the kernel.
     p.check(slept > 0, "hot_mutex's waiters never slept in the kernel while main held it");
     p.check(
         slept_ns as f64 <= u(hot, "wait_ns_total") as f64 * 1.01 + 10_000.0,
@@ -430,7 +430,7 @@ fn run_kernel_waits_for_the_guardian_of_a_killed_program() {
     p.expect_end("killed", Some(libc::SIGKILL as u64));
     p.eq("collector", sf(p.header(), "collector"), Some("preload+kernel"));
     let hot = p.expect_lock("hot_mutex", "mutex", threads * iters + 1);
-    // main held it for 50 ms while the workers started: some of them slept in the kernel.
+    // main held it until every worker had started, and 50 ms more: some of them slept in the kernel.
     p.check(u(hot, "kernel_sleeps") > 0, "no kernel sleeps folded in");
     p.check(
         p.locks().iter().any(|l| sf(l, "origin") == Some("kernel")),
