@@ -233,11 +233,27 @@ impl Stats {
 /// the full histograms' memory (most of a record's size at most) is touched only by the records
 /// that need it (see [`crate::table`]). Without full histograms attached, values still count in
 /// the totals and maxima, and in the compact histograms while they fit.
+///
+/// The fields are in the order of how often the hooks touch them: what every acquisition and
+/// every timed release writes (`acquisitions`, `holds_timed`, `hold_ns_total`, `hold_ns_max` and
+/// the compact hold histogram's counts) fills the first 64 bytes, so that a record placed on a
+/// cache line (`table::Entry` is 64-byte aligned) costs an uncontended pair one line; the hold
+/// histogram's pointer to its full form (read once it is promoted), the owner changes, the wait
+/// figures and the rest follow.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct LiveStats {
     /// See [`Stats::acquisitions`].
     pub acquisitions: Counter,
+    /// See [`Stats::holds_timed`].
+    pub holds_timed: Counter,
+    /// See [`Stats::hold_ns_total`].
+    pub hold_ns_total: Counter,
+    /// See [`Stats::hold_ns_max`].
+    pub hold_ns_max: Counter,
+    hold_hist: LiveHist,
+    /// See [`Stats::owner_changes`].
+    pub owner_changes: Counter,
     /// See [`Stats::contended`].
     pub contended: Counter,
     /// See [`Stats::trylock_failures`].
@@ -246,14 +262,6 @@ pub struct LiveStats {
     pub wait_ns_total: Counter,
     /// See [`Stats::wait_ns_max`].
     pub wait_ns_max: Counter,
-    /// See [`Stats::hold_ns_total`].
-    pub hold_ns_total: Counter,
-    /// See [`Stats::hold_ns_max`].
-    pub hold_ns_max: Counter,
-    /// See [`Stats::holds_timed`].
-    pub holds_timed: Counter,
-    /// See [`Stats::owner_changes`].
-    pub owner_changes: Counter,
     /// See [`Stats::cnt_hold`].
     pub cnt_hold: Counter,
     /// See [`Stats::cnt_lock`].
@@ -263,28 +271,31 @@ pub struct LiveStats {
     /// See [`Stats::cond_wait_ns`].
     pub cond_wait_ns: Counter,
     wait_hist: LiveHist,
-    hold_hist: LiveHist,
 }
+
+/// The hot fields share the record's first line: the compact hold counts end at byte 64 (the
+/// full-histogram pointer after them is read only once promoted).
+const _: () = assert!(core::mem::offset_of!(LiveStats, hold_hist) + 32 == 64);
 
 impl LiveStats {
     /// Empty statistics.
     pub const fn new() -> Self {
         LiveStats {
             acquisitions: Counter::new(),
+            holds_timed: Counter::new(),
+            hold_ns_total: Counter::new(),
+            hold_ns_max: Counter::new(),
+            hold_hist: LiveHist::new(),
+            owner_changes: Counter::new(),
             contended: Counter::new(),
             trylock_failures: Counter::new(),
             wait_ns_total: Counter::new(),
             wait_ns_max: Counter::new(),
-            hold_ns_total: Counter::new(),
-            hold_ns_max: Counter::new(),
-            holds_timed: Counter::new(),
-            owner_changes: Counter::new(),
             cnt_hold: Counter::new(),
             cnt_lock: Counter::new(),
             cond_waits: Counter::new(),
             cond_wait_ns: Counter::new(),
             wait_hist: LiveHist::new(),
-            hold_hist: LiveHist::new(),
         }
     }
 
