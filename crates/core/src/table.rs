@@ -15,8 +15,8 @@
 //!   histogram (520 bytes) when its values spread past 15 buckets or one bucket passes 65,535.
 //!   The full histograms live beside the records of their segment in two arrays of their own. A
 //!   [`Memory`] maps them reserved and uncommitted (`MAP_NORESERVE`), so their pages cost memory
-//!   only once a record promotes: a record costs its 256 bytes of counters, compact histograms and
-//!   key (208 bytes of them, padded to four cache lines), whatever the timing options.
+//!   only once a record promotes: a record costs its 192 bytes (three cache lines) of counters,
+//!   compact histograms and key, whatever the timing options.
 //! - **The index** (key hash → record number, 8 bytes a slot, at most half full) is open-addressed
 //!   with linear probing and doubles by rehashing into a new mapping. Only the writer reads it;
 //!   readers iterate the records themselves, in insertion order.
@@ -45,8 +45,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 /// Most segments: far more records than a `u32` record number can name.
 const SEGMENTS: usize = 32;
 
-/// One record of a [`Table`]: 256 bytes, on lines of its own (64-byte aligned), the statistics
-/// first, so that what an uncontended acquisition and release write is one line (see
+/// One record of a [`Table`]: 192 bytes, three cache lines of its own (64-byte aligned), the
+/// statistics first, so that what an uncontended acquisition and release write is one line (see
 /// [`LiveStats`]); the key, read only when a lookup misses the caller's cache, last.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
@@ -60,7 +60,7 @@ pub struct Entry {
     pub tag: AtomicU64,
 }
 
-const _: () = assert!(size_of::<Entry>() == 256 && core::mem::offset_of!(Entry, stats) == 0);
+const _: () = assert!(size_of::<Entry>() == 192 && core::mem::offset_of!(Entry, stats) == 0);
 
 impl Entry {
     /// The entry's key, `(0, _)` when unused.
@@ -97,12 +97,12 @@ impl core::fmt::Debug for Table<'_> {
     }
 }
 
-/// Byte layout of segment `s`: (records, offset of wait hists, offset of hold hists, total).
-const fn seg_layout(base: usize, s: usize) -> (usize, usize, usize, usize) {
+/// Byte layout of segment `s`: (records, offset of the full histograms, total). Each record has
+/// its pair of full histograms (wait, hold) side by side, so that it keeps one pointer to both.
+const fn seg_layout(base: usize, s: usize) -> (usize, usize, usize) {
     let n = base << s;
-    let wait = page_up(n * size_of::<Entry>());
-    let hold = wait + page_up(n * size_of::<Log2Hist>());
-    (n, wait, hold, hold + page_up(n * size_of::<Log2Hist>()))
+    let hists = page_up(n * size_of::<Entry>());
+    (n, hists, hists + page_up(n * size_of::<[Log2Hist; 2]>()))
 }
 
 impl<'m> Table<'m> {
@@ -214,15 +214,10 @@ impl<'m> Table<'m> {
             return None;
         }
         let p = seg.load(Relaxed);
-        let (_, wait, hold, _) = seg_layout(self.base, s);
+        let (_, hists, _) = seg_layout(self.base, s);
         let e = self.record(n)?;
-        // SAFETY: the histogram arrays of segment `s` hold `base << s` entries; `off` is below.
-        unsafe {
-            e.stats.attach(
-                (p.add(wait) as *const Log2Hist).add(off),
-                (p.add(hold) as *const Log2Hist).add(off),
-            );
-        }
+        // SAFETY: the histogram array of segment `s` holds `base << s` pairs; `off` is below.
+        unsafe { e.stats.attach((p.add(hists) as *const [Log2Hist; 2]).add(off)) }
         e.k2.store(k2, Relaxed);
         e.k1.store(k1, Release);
         self.index_put(h, n);
@@ -246,7 +241,7 @@ impl<'m> Table<'m> {
     }
 
     fn map_segment(&self, s: usize) -> bool {
-        let (_, _, _, bytes) = seg_layout(self.base, s);
+        let (_, _, bytes) = seg_layout(self.base, s);
         let p = self.mem.map(bytes);
         if p.is_null() {
             return false;
@@ -331,7 +326,7 @@ impl Drop for Table<'_> {
             if !p.is_null() {
                 // SAFETY: mapped by `map_segment` with this layout; `&mut self`: no reference into
                 // the table is alive.
-                unsafe { self.mem.unmap(p, seg_layout(self.base, s).3) };
+                unsafe { self.mem.unmap(p, seg_layout(self.base, s).2) };
             }
         }
         let idx = self.index.load(Relaxed);
@@ -408,7 +403,7 @@ mod tests {
     #[test]
     fn a_refused_mapping_is_refused_not_corrupting() {
         // Room for the index (first two sizes) and the first segment, not the second.
-        let seg0 = seg_layout(16, 0).3;
+        let seg0 = seg_layout(16, 0).2;
         let mem = HeapMemory::new(seg0 + page_up(64 * 8));
         let t = Table::new(&mem, 16);
         let mut ok = 0;
