@@ -6,7 +6,13 @@
 
 use crate::Counter;
 use crate::hist::{BUCKETS, LiveHist, Log2Hist};
-use core::sync::atomic::{AtomicPtr, Ordering::*};
+use core::sync::atomic::{AtomicUsize, Ordering::*};
+
+/// Bytes from a record's full wait histogram to its full hold histogram, for arrays of `n`
+/// (the record table lays them out so: see [`LiveStats::attach`]).
+pub const fn hold_offset(n: usize) -> usize {
+    crate::memory::page_up(n * size_of::<Log2Hist>())
+}
 
 /// What kind of lock a record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -230,7 +236,7 @@ impl Stats {
 ///
 /// Only the owning thread writes; any thread may [`snapshot`](LiveStats::snapshot) it. The two
 /// histograms are compact [`LiveHist`]s inside the record (32 bytes each), promoted to full
-/// histograms that live apart ([`LiveStats::attach`]: one pointer to the pair) only when their
+/// histograms that live apart ([`LiveStats::attach`]: one word for both) only when their
 /// values do not fit, so that the full histograms' memory (most of a record's size at most) is
 /// touched only by the records that need it (see [`crate::table`]). Without full histograms
 /// attached, values still count in the totals and maxima, and in the compact histograms while
@@ -255,8 +261,9 @@ pub struct LiveStats {
     /// See [`Stats::hold_ns_max`].
     pub hold_ns_max: Counter,
     hold_hist: LiveHist,
-    /// The full wait and hold histograms (in that order), null when none are attached.
-    full: AtomicPtr<[Log2Hist; 2]>,
+    /// The full wait histogram's address, with log2 of its array's length in the top byte (the
+    /// hold histogram lies [`hold_offset`] of that length after it); 0 when none are attached.
+    full: AtomicUsize,
     /// See [`Stats::owner_changes`].
     pub owner_changes: Counter,
     /// See [`Stats::contended`].
@@ -291,7 +298,7 @@ impl LiveStats {
             hold_ns_total: Counter::new(),
             hold_ns_max: Counter::new(),
             hold_hist: LiveHist::new(),
-            full: AtomicPtr::new(core::ptr::null_mut()),
+            full: AtomicUsize::new(0),
             owner_changes: Counter::new(),
             contended: Counter::new(),
             trylock_failures: Counter::new(),
@@ -304,22 +311,30 @@ impl LiveStats {
         }
     }
 
-    /// Gives the record the full wait and hold histograms (`full[0]`, `full[1]`) its compact ones
-    /// are promoted to. Single writer only.
+    /// Gives the record the full wait histogram `wait` its compact one is promoted to, an entry
+    /// of an array of `n` (a power of two); its full hold histogram is the entry at the same index
+    /// of the array that starts [`hold_offset`]`(n)` bytes after that one. Single writer only.
     ///
     /// # Safety
-    /// `full` points at zeroed histograms that outlive `self` and that only `self`'s writer
-    /// writes.
-    pub unsafe fn attach(&self, full: *const [Log2Hist; 2]) {
-        // Release: a reader that sees the pointer sees the (zeroed) histograms behind it.
-        self.full.store(full.cast_mut(), Release);
+    /// Both point at zeroed histograms that outlive `self` and that only `self`'s writer writes.
+    pub unsafe fn attach(&self, wait: *const Log2Hist, n: usize) {
+        debug_assert!(n.is_power_of_two() && (wait as usize) >> 56 == 0);
+        let word = wait.expose_provenance() | (n.trailing_zeros() as usize) << 56;
+        // Release: a reader that sees the word sees the (zeroed) histograms behind it.
+        self.full.store(word, Release);
     }
 
     /// The full histogram `i` (0 wait, 1 hold), if attached.
     #[inline(always)]
     fn full(&self, i: usize) -> Option<&Log2Hist> {
-        // SAFETY: null or attached by `attach`, whose caller promised they outlive `self`.
-        unsafe { self.full.load(Acquire).as_ref() }.and_then(|f| f.get(i))
+        let word = self.full.load(Acquire);
+        if word == 0 {
+            return None;
+        }
+        let wait = word & ((1 << 56) - 1);
+        let at = if i == 0 { wait } else { wait + hold_offset(1 << (word >> 56)) };
+        // SAFETY: attached by `attach`, whose caller promised both histograms outlive `self`.
+        Some(unsafe { &*core::ptr::with_exposed_provenance::<Log2Hist>(at) })
     }
 
     /// The wait histogram.
@@ -441,9 +456,12 @@ mod tests {
 
     fn live() -> LiveStats {
         let l = LiveStats::new();
-        let h: &'static [Log2Hist; 2] = Box::leak(Box::new([Log2Hist::new(), Log2Hist::new()]));
-        // SAFETY: leaked, so they outlive `l`; only this test writes them.
-        unsafe { l.attach(h) };
+        // Zeroed memory for arrays of one wait and one hold histogram, laid out as a table's.
+        let words = (hold_offset(1) + size_of::<Log2Hist>()) / 8;
+        let h: &'static [u64] = Box::leak(vec![0u64; words].into_boxed_slice());
+        // SAFETY: leaked, so they outlive `l`; zeroed is an empty histogram; only this test
+        // writes them.
+        unsafe { l.attach(h.as_ptr().cast(), 1) };
         l
     }
 

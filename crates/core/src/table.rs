@@ -39,7 +39,7 @@ use crate::memory::page_up;
 pub use crate::memory::{HeapMemory, Memory};
 use crate::mix64;
 use crate::probe::Probe;
-use crate::stats::LiveStats;
+use crate::stats::{LiveStats, hold_offset};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
 /// Most segments: far more records than a `u32` record number can name.
@@ -97,12 +97,14 @@ impl core::fmt::Debug for Table<'_> {
     }
 }
 
-/// Byte layout of segment `s`: (records, offset of the full histograms, total). Each record has
-/// its pair of full histograms (wait, hold) side by side, so that it keeps one pointer to both.
-const fn seg_layout(base: usize, s: usize) -> (usize, usize, usize) {
+/// Byte layout of segment `s`: (records, offset of wait hists, offset of hold hists, total). The
+/// hold histograms lie [`hold_offset`] of the records' number after the wait ones, so that a
+/// record keeps one pointer for both (see [`LiveStats::attach`]).
+const fn seg_layout(base: usize, s: usize) -> (usize, usize, usize, usize) {
     let n = base << s;
-    let hists = page_up(n * size_of::<Entry>());
-    (n, hists, hists + page_up(n * size_of::<[Log2Hist; 2]>()))
+    let wait = page_up(n * size_of::<Entry>());
+    let hold = wait + hold_offset(n);
+    (n, wait, hold, hold + hold_offset(n))
 }
 
 impl<'m> Table<'m> {
@@ -214,10 +216,11 @@ impl<'m> Table<'m> {
             return None;
         }
         let p = seg.load(Relaxed);
-        let (_, hists, _) = seg_layout(self.base, s);
+        let (segn, wait, _, _) = seg_layout(self.base, s);
         let e = self.record(n)?;
-        // SAFETY: the histogram array of segment `s` holds `base << s` pairs; `off` is below.
-        unsafe { e.stats.attach((p.add(hists) as *const [Log2Hist; 2]).add(off)) }
+        // SAFETY: the histogram arrays of segment `s` hold `segn` (a power of two) entries each,
+        // the hold array `hold_offset(segn)` after the wait array; `off` is below `segn`.
+        unsafe { e.stats.attach((p.add(wait) as *const Log2Hist).add(off), segn) }
         e.k2.store(k2, Relaxed);
         e.k1.store(k1, Release);
         self.index_put(h, n);
@@ -241,7 +244,7 @@ impl<'m> Table<'m> {
     }
 
     fn map_segment(&self, s: usize) -> bool {
-        let (_, _, bytes) = seg_layout(self.base, s);
+        let (_, _, _, bytes) = seg_layout(self.base, s);
         let p = self.mem.map(bytes);
         if p.is_null() {
             return false;
@@ -326,7 +329,7 @@ impl Drop for Table<'_> {
             if !p.is_null() {
                 // SAFETY: mapped by `map_segment` with this layout; `&mut self`: no reference into
                 // the table is alive.
-                unsafe { self.mem.unmap(p, seg_layout(self.base, s).2) };
+                unsafe { self.mem.unmap(p, seg_layout(self.base, s).3) };
             }
         }
         let idx = self.index.load(Relaxed);
@@ -401,9 +404,37 @@ mod tests {
     }
 
     #[test]
+    fn promoted_histograms_of_every_record_stay_its_own() {
+        // Records across several segments, each promoting both histograms (values 40 buckets
+        // apart) with counts of its own: each snapshot has exactly its values.
+        let mem = HeapMemory::new(usize::MAX);
+        let t = Table::new(&mem, 16);
+        for k in 1..=300u64 {
+            let st = &t.get(k, 3).unwrap().stats;
+            for i in 0..k % 7 + 1 {
+                st.record_wait(1 << (i % 2 * 40));
+                st.record_hold(3 << (i % 2 * 40));
+            }
+        }
+        for k in 1..=300u64 {
+            let s = t.get(k, 3).unwrap().stats.snapshot();
+            let n = k % 7 + 1;
+            let (lo, hi) = (n.div_ceil(2), n / 2);
+            let mut want = [0u64; crate::hist::BUCKETS];
+            want[crate::hist::bucket(1)] += lo;
+            want[crate::hist::bucket(1 << 40)] += hi;
+            assert_eq!(s.wait_hist, want, "record {k}");
+            let mut want = [0u64; crate::hist::BUCKETS];
+            want[crate::hist::bucket(3)] += lo;
+            want[crate::hist::bucket(3 << 40)] += hi;
+            assert_eq!(s.hold_hist, want, "record {k}");
+        }
+    }
+
+    #[test]
     fn a_refused_mapping_is_refused_not_corrupting() {
         // Room for the index (first two sizes) and the first segment, not the second.
-        let seg0 = seg_layout(16, 0).2;
+        let seg0 = seg_layout(16, 0).3;
         let mem = HeapMemory::new(seg0 + page_up(64 * 8));
         let t = Table::new(&mem, 16);
         let mut ok = 0;
