@@ -315,8 +315,8 @@ fn a_hundred_thousand_distinct_locks_are_kept_with_default_options() {
         by_count[a as usize] += 1;
     }
     assert_eq!(by_count, [0, n.div_ceil(3), (n + 1) / 3, n / 3], "locks taken 1, 2, 3 times");
-    // The collector's resident tables (its own mincore count): 100,000 records of 208 bytes with
-    // compact histograms, the registry's touched pages and the index, about 39 MiB. A record
+    // The collector's resident tables (its own mincore count): 100,000 records of 192 bytes with
+    // compact histograms, the registry's touched pages and the index, about 37 MiB. A record
     // whose full histograms are touched without need costs 1,040 bytes more (131 MiB before).
     let resident = prof.overhead.memory_bytes;
     assert!(resident <= 48 << 20, "collector resident {resident} bytes for {n} locks\n{ran}");

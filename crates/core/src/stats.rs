@@ -6,6 +6,13 @@
 
 use crate::Counter;
 use crate::hist::{BUCKETS, LiveHist, Log2Hist};
+use core::sync::atomic::{AtomicUsize, Ordering::*};
+
+/// Bytes from a record's full wait histogram to its full hold histogram, for arrays of `n`
+/// (the record table lays them out so: see [`LiveStats::attach`]).
+pub const fn hold_offset(n: usize) -> usize {
+    crate::memory::page_up(n * size_of::<Log2Hist>())
+}
 
 /// What kind of lock a record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,15 +236,36 @@ impl Stats {
 ///
 /// Only the owning thread writes; any thread may [`snapshot`](LiveStats::snapshot) it. The two
 /// histograms are compact [`LiveHist`]s inside the record (32 bytes each), promoted to full
-/// histograms that live apart ([`LiveStats::attach`]) only when their values do not fit, so that
-/// the full histograms' memory (most of a record's size at most) is touched only by the records
-/// that need it (see [`crate::table`]). Without full histograms attached, values still count in
-/// the totals and maxima, and in the compact histograms while they fit.
+/// histograms that live apart ([`LiveStats::attach`]: one word for both) only when their
+/// values do not fit, so that the full histograms' memory (most of a record's size at most) is
+/// touched only by the records that need it (see [`crate::table`]). Without full histograms
+/// attached, values still count in the totals and maxima, and in the compact histograms while
+/// they fit. `cnt_lock` is not kept: it is `contended + trylock_failures` (the two ways an attempt
+/// finds the lock held).
+///
+/// The fields are in the order of how often the hooks touch them: what every acquisition and
+/// every timed release writes (`acquisitions`, `holds_timed`, `hold_ns_total`, `hold_ns_max` and
+/// the compact hold histogram's counts) fills the first 64 bytes, so that a record placed on a
+/// cache line (`table::Entry`, 192 bytes, is 64-byte aligned) costs an uncontended pair one
+/// line; the pointer to the full histograms (read once one is promoted), the owner changes, the
+/// wait figures and the rest follow.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct LiveStats {
     /// See [`Stats::acquisitions`].
     pub acquisitions: Counter,
+    /// See [`Stats::holds_timed`].
+    pub holds_timed: Counter,
+    /// See [`Stats::hold_ns_total`].
+    pub hold_ns_total: Counter,
+    /// See [`Stats::hold_ns_max`].
+    pub hold_ns_max: Counter,
+    hold_hist: LiveHist,
+    /// The full wait histogram's address, with log2 of its array's length in the top byte (the
+    /// hold histogram lies [`hold_offset`] of that length after it); 0 when none are attached.
+    full: AtomicUsize,
+    /// See [`Stats::owner_changes`].
+    pub owner_changes: Counter,
     /// See [`Stats::contended`].
     pub contended: Counter,
     /// See [`Stats::trylock_failures`].
@@ -246,59 +274,67 @@ pub struct LiveStats {
     pub wait_ns_total: Counter,
     /// See [`Stats::wait_ns_max`].
     pub wait_ns_max: Counter,
-    /// See [`Stats::hold_ns_total`].
-    pub hold_ns_total: Counter,
-    /// See [`Stats::hold_ns_max`].
-    pub hold_ns_max: Counter,
-    /// See [`Stats::holds_timed`].
-    pub holds_timed: Counter,
-    /// See [`Stats::owner_changes`].
-    pub owner_changes: Counter,
     /// See [`Stats::cnt_hold`].
     pub cnt_hold: Counter,
-    /// See [`Stats::cnt_lock`].
-    pub cnt_lock: Counter,
     /// See [`Stats::cond_waits`].
     pub cond_waits: Counter,
     /// See [`Stats::cond_wait_ns`].
     pub cond_wait_ns: Counter,
     wait_hist: LiveHist,
-    hold_hist: LiveHist,
 }
+
+/// The hot fields fill the record's first line: the compact hold counts end at byte 64.
+const _: () = assert!(
+    core::mem::offset_of!(LiveStats, hold_hist) + size_of::<LiveHist>() == 64
+        && size_of::<LiveStats>() == 168
+);
 
 impl LiveStats {
     /// Empty statistics.
     pub const fn new() -> Self {
         LiveStats {
             acquisitions: Counter::new(),
+            holds_timed: Counter::new(),
+            hold_ns_total: Counter::new(),
+            hold_ns_max: Counter::new(),
+            hold_hist: LiveHist::new(),
+            full: AtomicUsize::new(0),
+            owner_changes: Counter::new(),
             contended: Counter::new(),
             trylock_failures: Counter::new(),
             wait_ns_total: Counter::new(),
             wait_ns_max: Counter::new(),
-            hold_ns_total: Counter::new(),
-            hold_ns_max: Counter::new(),
-            holds_timed: Counter::new(),
-            owner_changes: Counter::new(),
             cnt_hold: Counter::new(),
-            cnt_lock: Counter::new(),
             cond_waits: Counter::new(),
             cond_wait_ns: Counter::new(),
             wait_hist: LiveHist::new(),
-            hold_hist: LiveHist::new(),
         }
     }
 
-    /// Gives the record the full wait and hold histograms its compact ones are promoted to.
-    /// Single writer only.
+    /// Gives the record the full wait histogram `wait` its compact one is promoted to, an entry
+    /// of an array of `n` (a power of two); its full hold histogram is the entry at the same index
+    /// of the array that starts [`hold_offset`]`(n)` bytes after that one. Single writer only.
     ///
     /// # Safety
     /// Both point at zeroed histograms that outlive `self` and that only `self`'s writer writes.
-    pub unsafe fn attach(&self, wait: *const Log2Hist, hold: *const Log2Hist) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.wait_hist.attach(wait);
-            self.hold_hist.attach(hold);
+    pub unsafe fn attach(&self, wait: *const Log2Hist, n: usize) {
+        debug_assert!(n.is_power_of_two() && (wait as usize) >> 56 == 0);
+        let word = wait.expose_provenance() | (n.trailing_zeros() as usize) << 56;
+        // Release: a reader that sees the word sees the (zeroed) histograms behind it.
+        self.full.store(word, Release);
+    }
+
+    /// The full histogram `i` (0 wait, 1 hold), if attached.
+    #[inline(always)]
+    fn full(&self, i: usize) -> Option<&Log2Hist> {
+        let word = self.full.load(Acquire);
+        if word == 0 {
+            return None;
         }
+        let wait = word & ((1 << 56) - 1);
+        let at = if i == 0 { wait } else { wait + hold_offset(1 << (word >> 56)) };
+        // SAFETY: attached by `attach`, whose caller promised both histograms outlive `self`.
+        Some(unsafe { &*core::ptr::with_exposed_provenance::<Log2Hist>(at) })
     }
 
     /// The wait histogram.
@@ -317,10 +353,9 @@ impl LiveStats {
     #[inline(always)]
     pub fn record_wait(&self, ns: u64) {
         self.contended.add(1);
-        self.cnt_lock.add(1);
         self.wait_ns_total.add(ns);
         self.wait_ns_max.max(ns);
-        self.wait_hist.record(ns);
+        self.wait_hist.record(ns, || self.full(0));
     }
 
     /// Records a timed hold of `ns`.
@@ -329,7 +364,7 @@ impl LiveStats {
         self.holds_timed.add(1);
         self.hold_ns_total.add(ns);
         self.hold_ns_max.max(ns);
-        self.hold_hist.record(ns);
+        self.hold_hist.record(ns, || self.full(1));
     }
 
     /// Adds `o` to these statistics (totals add up, maxima take the larger). Single writer (of
@@ -345,11 +380,10 @@ impl LiveStats {
         self.holds_timed.add(o.holds_timed.get());
         self.owner_changes.add(o.owner_changes.get());
         self.cnt_hold.add(o.cnt_hold.get());
-        self.cnt_lock.add(o.cnt_lock.get());
         self.cond_waits.add(o.cond_waits.get());
         self.cond_wait_ns.add(o.cond_wait_ns.get());
-        self.wait_hist.absorb(&o.wait_hist);
-        self.hold_hist.absorb(&o.hold_hist);
+        self.wait_hist.absorb_counts(&o.wait_hist.snapshot(o.full(0)), self.full(0));
+        self.hold_hist.absorb_counts(&o.hold_hist.snapshot(o.full(1)), self.full(1));
     }
 
     /// Adds a snapshot `o` to these statistics, like [`LiveStats::absorb`]. Single writer (of
@@ -365,11 +399,10 @@ impl LiveStats {
         self.holds_timed.add(o.holds_timed);
         self.owner_changes.add(o.owner_changes);
         self.cnt_hold.add(o.cnt_hold);
-        self.cnt_lock.add(o.cnt_lock);
         self.cond_waits.add(o.cond_waits);
         self.cond_wait_ns.add(o.cond_wait_ns);
-        self.wait_hist.absorb_counts(&o.wait_hist);
-        self.hold_hist.absorb_counts(&o.hold_hist);
+        self.wait_hist.absorb_counts(&o.wait_hist, self.full(0));
+        self.hold_hist.absorb_counts(&o.hold_hist, self.full(1));
     }
 
     /// Zeroes every figure. Single writer only.
@@ -385,14 +418,13 @@ impl LiveStats {
             &self.holds_timed,
             &self.owner_changes,
             &self.cnt_hold,
-            &self.cnt_lock,
             &self.cond_waits,
             &self.cond_wait_ns,
         ] {
             c.set(0);
         }
-        self.wait_hist.clear();
-        self.hold_hist.clear();
+        self.wait_hist.clear(self.full(0));
+        self.hold_hist.clear(self.full(1));
     }
 
     /// A plain copy.
@@ -409,11 +441,11 @@ impl LiveStats {
             holds_timed: self.holds_timed.get(),
             owner_changes: self.owner_changes.get(),
             cnt_hold: self.cnt_hold.get(),
-            cnt_lock: self.cnt_lock.get(),
+            cnt_lock: self.contended.get() + self.trylock_failures.get(),
             cond_waits: self.cond_waits.get(),
             cond_wait_ns: self.cond_wait_ns.get(),
-            wait_hist: self.wait_hist.snapshot(),
-            hold_hist: self.hold_hist.snapshot(),
+            wait_hist: self.wait_hist.snapshot(self.full(0)),
+            hold_hist: self.hold_hist.snapshot(self.full(1)),
         }
     }
 }
@@ -424,9 +456,12 @@ mod tests {
 
     fn live() -> LiveStats {
         let l = LiveStats::new();
-        let h: &'static [Log2Hist; 2] = Box::leak(Box::new([Log2Hist::new(), Log2Hist::new()]));
-        // SAFETY: leaked, so they outlive `l`; only this test writes them.
-        unsafe { l.attach(&h[0], &h[1]) };
+        // Zeroed memory for arrays of one wait and one hold histogram, laid out as a table's.
+        let words = (hold_offset(1) + size_of::<Log2Hist>()) / 8;
+        let h: &'static [u64] = Box::leak(vec![0u64; words].into_boxed_slice());
+        // SAFETY: leaked, so they outlive `l`; zeroed is an empty histogram; only this test
+        // writes them.
+        unsafe { l.attach(h.as_ptr().cast(), 1) };
         l
     }
 
@@ -488,7 +523,7 @@ mod tests {
         assert_eq!(s.wait_hist.iter().sum::<u64>(), 1, "the compact window kept what fit");
         assert_eq!(
             size_of::<LiveStats>(),
-            13 * 8 + 2 * 40,
+            12 * 8 + 2 * 32 + 8,
             "a record's counters and compact histograms stay small"
         );
     }

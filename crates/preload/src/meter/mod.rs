@@ -506,7 +506,6 @@ pub(crate) fn try_failed_found(cx: &Cx, found: Result<Found, Lost>) {
         Err(why) => return lost(cx, why),
     };
     st.trylock_failures.add(1);
-    st.cnt_lock.add(1);
     if slot.wanted.load(Relaxed) & TRY_WANTED == 0 {
         slot.wanted.fetch_or(TRY_WANTED, Relaxed);
     }
