@@ -464,7 +464,7 @@ setting!(
     Value::Switch,
     "0|1",
     "1",
-    "1: each metered process gets a guardian, a process sharing its memory that writes the profile when the program ends where no handler runs (SIGKILL, a crash, the raw exit_group of Go), and a watcher, a process of its own that sees the collector's tables through shared memory and writes the profile when the OOM killer killed the program with its guardian; 0: neither (such endings lose the profile, and the collector's memory stays private)."
+    "1: each metered process gets, at its first lock (a process that takes none has no profile to lose), a guardian, a process sharing its memory that writes the profile when the program ends where no handler runs (SIGKILL, a crash, the raw exit_group of Go), and a watcher, a process of its own that sees the collector's tables through shared memory and writes the profile when the OOM killer killed the program with its guardian; 0: neither (such endings lose the profile, and the collector's memory stays private)."
 );
 setting!(
     GUARD_FD,

@@ -103,7 +103,7 @@ extern "C" fn watcher(args: *mut Args) -> i32 {
     {
         end = End::OomKilled;
     }
-    dump::write_by_guardian(ppid, end);
+    dump::write_by_guardian(ppid, end, true);
     0
 }
 
