@@ -387,6 +387,15 @@ setting!(
     "Set by `lockmeter run`: a file it made, to which each process appends the name of the profile it wrote (one line each), so that `run` knows every profile of the run without looking for them."
 );
 setting!(
+    IDLE_LINES,
+    "LOCKMETER_IDLE_LINES",
+    Cli::None,
+    Value::Switch,
+    "0|1",
+    "0",
+    "Set to 1 by `lockmeter run` (not with --kernel): a process image other than the first that took no lock writes no profile file; it appends one line to the manifest instead, with what the run's summary needs of it (pid, parent, image number, times, what starting and ending cost it, executable, command line)."
+);
+setting!(
     IMAGE_SEQ,
     "LOCKMETER_IMAGE_SEQ",
     Cli::None,
@@ -523,6 +532,7 @@ pub const SETTINGS: &[Setting] = &[
     TSC_HZ,
     ROOT_PPID,
     MANIFEST,
+    IDLE_LINES,
     IMAGE_SEQ,
     CALIBRATION,
     DISABLE,

@@ -145,6 +145,12 @@ pub(crate) fn ready(guardian: bool) {
     LAZY.store(if guardian { ARMED } else { IDLE }, Release);
 }
 
+/// Whether this image made no metered acquisition since the constructor (or its fork): its
+/// profile would hold nothing of the program's.
+pub(crate) fn never_metered() -> bool {
+    matches!(LAZY.load(Acquire), IDLE | ARMED)
+}
+
 /// A metered acquisition's record lookup that missed the thread's cache (only the image's first
 /// does anything): notes that the image metered, and starts the armed guardian and `beside` (the
 /// watcher), once. Leaves errno as it was; what it took is added to the image's start cost

@@ -109,6 +109,8 @@ fn init_inner() {
     if let Some(m) = getenv(settings::MANIFEST.env_c).filter(|m| !m.is_empty()) {
         dump::set_manifest(m);
     }
+    let idle_lines = getenv(settings::IDLE_LINES.env_c).is_some_and(|v| v == b"1");
+    dump::IDLE_LINES.store(idle_lines, Relaxed);
     dump::remember_cmdline();
 
     // An exec'd image takes the calibration its predecessor measured (the same machine, the same

@@ -19,6 +19,7 @@
 
 mod exec;
 mod file;
+mod idle;
 mod ids;
 mod maps;
 mod merge;
@@ -27,6 +28,7 @@ mod snapshot;
 
 pub(crate) use exec::{before_exec, env_with_image_seq, exec_failed, inherit_calibration};
 pub(crate) use file::send_all;
+pub(crate) use idle::ENABLED as IDLE_LINES;
 pub(crate) use maps::note_loaded;
 pub(crate) use snapshot::{reset, sample, snapshot};
 
