@@ -65,7 +65,8 @@ impl RunDir {
 pub(crate) struct Collected {
     /// The run file written (`None`: no process wrote a profile).
     pub(crate) file: Option<PathBuf>,
-    /// Every process image that wrote a profile, idle launchers included (for the summary).
+    /// Every process image that wrote a profile or left a line in the manifest, idle launchers
+    /// included (for the summary).
     pub(crate) tree: Tree,
     /// Processes still running when the program ended, `name[pid]`: not collected.
     pub(crate) left: Vec<String>,
@@ -83,7 +84,10 @@ pub(crate) fn collect(
     manifest: Option<&Path>,
 ) -> Result<Collected> {
     let paths: Vec<PathBuf> = main.iter().chain(&others).cloned().collect();
-    let tree = Tree::read(&paths);
+    let mut tree = Tree::read(&paths);
+    if let Some(m) = manifest {
+        tree.add_idle(crate::tree::idle_images(m));
+    }
     let mut files = Vec::new();
     for im in &tree.images {
         let first = main.as_ref() == Some(&im.path);

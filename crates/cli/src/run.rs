@@ -196,12 +196,19 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
     let manifest = crate::tree::Manifest::create();
     if let Some(m) = &manifest {
         cmd.env(settings::MANIFEST.env, m.path());
+        // An image that took no lock leaves a line in the manifest instead of a profile file
+        // (`tree::Manifest::idle_images`); not with --kernel, where each image's file takes its
+        // process's kernel profile.
+        if !args.kernel {
+            cmd.env(settings::IDLE_LINES.env, "1");
+        }
     }
     if let Some(name) = &args.lock_filter {
         let v = crate::lock_filter::env_value(&exe, name, &args.collector)?;
         cmd.env(settings::LOCK_FILTER.env, v);
     }
     if args.kernel {
+        // Every image writes a profile file: each takes its process's kernel profile.
         let (status, profiles) = run_with_kernel(command, &cmd, &lib, &frag, &manifest, args)?;
         return Ran::collected(status, blind_spot, &output, profiles, &dir, manifest.as_ref());
     }

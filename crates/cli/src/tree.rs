@@ -113,6 +113,25 @@ impl Tree {
         Tree { images: paths.into_iter().filter_map(|p| Image::read(p)).collect() }
     }
 
+    /// Adds the images that left a line in the manifest instead of a profile (they took no
+    /// lock; their `path` is empty), in the manifest's order after the profiles: each image
+    /// once, by its last entry (an exec that failed after its image's line was written leaves
+    /// the image a later line or profile).
+    pub(crate) fn add_idle(&mut self, idle: Vec<Image>) {
+        let key = |i: &Image| (i.pid, i.image_seq);
+        let files: std::collections::HashSet<_> = self.images.iter().map(key).collect();
+        let mut last = std::collections::HashMap::new();
+        for (n, i) in idle.iter().enumerate() {
+            last.insert(key(i), n);
+        }
+        self.images.extend(
+            idle.into_iter()
+                .enumerate()
+                .filter(|(n, i)| !files.contains(&key(i)) && last.get(&key(i)) == Some(n))
+                .map(|(_, i)| i),
+        );
+    }
+
     /// The image the summary leads with: the one that took the most locks (ties: the one that
     /// waited longest, then the earliest listed, so a lone process or a tree without any lock
     /// leads with the root).
@@ -278,8 +297,9 @@ impl Tree {
     }
 }
 
-/// The file in which every process of a run lists the profile it wrote (`LOCKMETER_MANIFEST`):
-/// `run` knows its profiles from it instead of looking for them. A private file (mode 0600,
+/// The file in which every process of a run lists the profile it wrote (`LOCKMETER_MANIFEST`),
+/// or, for an image that took no lock, leaves a line instead ([`idle_images`]): `run` knows its
+/// profiles from it instead of looking for them. A private file (mode 0600,
 /// created new) in the temporary directory, removed when dropped.
 #[derive(Debug)]
 pub(crate) struct Manifest {
@@ -333,6 +353,54 @@ impl Manifest {
         others.dedup();
         (main, others)
     }
+}
+
+/// The images that took no lock and left a line in the run's manifest instead of a profile file
+/// (`LOCKMETER_IDLE_LINES`; the preload's `dump/idle.rs` writes them: `idle`, pid, parent, image
+/// number, start and end (Unix ns), what starting and ending cost it (ns), the executable and the
+/// NUL-terminated arguments in hex, tab-separated); malformed lines are left out.
+pub(crate) fn idle_images(manifest: &Path) -> Vec<Image> {
+    let text = std::fs::read(manifest).unwrap_or_default();
+    text.split(|&b| b == b'\n').filter_map(idle_image).collect()
+}
+
+/// One line of [`idle_images`].
+fn idle_image(line: &[u8]) -> Option<Image> {
+    let f: Vec<&[u8]> = line.split(|&b| b == b'\t').collect();
+    let [tag, pid, ppid, seq, start, end, fixed, exe, cmdline] = f.as_slice() else {
+        return None;
+    };
+    if *tag != b"idle" {
+        return None;
+    }
+    let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+    let unhex = |b: &[u8]| -> Option<Vec<u8>> {
+        let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+        b.chunks(2)
+            .map(|p| match p {
+                [h, l] => Some(digit(*h)? << 4 | digit(*l)?),
+                _ => None,
+            })
+            .collect()
+    };
+    let cmdline = unhex(cmdline)?;
+    let mut args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    if cmdline.last() == Some(&0) {
+        args.pop();
+    }
+    Some(Image {
+        path: PathBuf::new(),
+        pid: u32::try_from(num(pid)?).ok()?,
+        ppid: u32::try_from(num(ppid)?).ok()?,
+        image_seq: u32::try_from(num(seq)?).ok()?,
+        start_unix_ns: num(start)?,
+        exe: String::from_utf8_lossy(&unhex(exe)?).into_owned(),
+        cmdline: args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+        acquisitions: 0,
+        wait_ns: 0,
+        end_unix_ns: num(end)?,
+        fixed_ns: num(fixed)?,
+    })
 }
 
 impl Drop for Manifest {
@@ -422,6 +490,42 @@ mod tests {
         assert_eq!(t.describe(lead), "hammer 4 (via shell script wrap.sh → env)");
         let table = t.table(1).unwrap();
         assert!(table.contains("... and 1 more that took locks"), "{table}");
+    }
+
+    #[test]
+    fn idle_lines_are_images_each_once_after_the_profiles() {
+        let hex = |s: &[u8]| s.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let line = |pid: u32, seq: u32, end: u64| {
+            format!(
+                "idle\t{pid}\t7\t{seq}\t100\t{end}\t2500\t{}\t{}\n",
+                hex(b"/usr/bin/true"),
+                hex(b"/bin/true\0-x\0\0")
+            )
+        };
+        let dir = std::env::temp_dir().join(format!("lm-idle-test-{}", std::process::id()));
+        let text = format!(
+            "/tmp/a/p.lmp\n{}{}{}idle\tbad\n{}",
+            line(8, 0, 200),
+            line(9, 1, 300),
+            line(8, 0, 400),
+            line(5, 0, 500)
+        );
+        std::fs::write(&dir, text).unwrap();
+        let idle = idle_images(&dir);
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(idle.len(), 4);
+        assert_eq!(idle[0].cmdline, ["/bin/true", "-x", ""]);
+        assert_eq!(
+            (idle[0].exe.as_str(), idle[0].ppid, idle[0].fixed_ns),
+            ("/usr/bin/true", 7, 2500)
+        );
+        assert!(idle[0].path.as_os_str().is_empty() && idle[0].acquisitions == 0);
+        // Pid 5's image 0 has a profile; pid 8's image 0 two lines: the last is kept.
+        let mut t = Tree { images: vec![im("p.lmp", (5, 1, 0, 1), &["./a"], "/x/a", 3)] };
+        t.add_idle(idle);
+        let kept: Vec<(u32, u32, u64)> =
+            t.images.iter().map(|i| (i.pid, i.image_seq, i.end_unix_ns)).collect();
+        assert_eq!(kept, [(5, 0, 1_001), (9, 1, 300), (8, 0, 400)]);
     }
 
     #[test]

@@ -387,6 +387,15 @@ setting!(
     "Set by `lockmeter run`: a file it made, to which each process appends the name of the profile it wrote (one line each), so that `run` knows every profile of the run without looking for them."
 );
 setting!(
+    IDLE_LINES,
+    "LOCKMETER_IDLE_LINES",
+    Cli::None,
+    Value::Switch,
+    "0|1",
+    "0",
+    "Set to 1 by `lockmeter run` (not with --kernel): a process image other than the first that took no lock writes no profile file; it appends one line to the manifest instead, with what the run's summary needs of it (pid, parent, image number, times, what starting and ending cost it, executable, command line)."
+);
+setting!(
     IMAGE_SEQ,
     "LOCKMETER_IMAGE_SEQ",
     Cli::None,
@@ -464,7 +473,7 @@ setting!(
     Value::Switch,
     "0|1",
     "1",
-    "1: each metered process gets a guardian, a process sharing its memory that writes the profile when the program ends where no handler runs (SIGKILL, a crash, the raw exit_group of Go), and a watcher, a process of its own that sees the collector's tables through shared memory and writes the profile when the OOM killer killed the program with its guardian; 0: neither (such endings lose the profile, and the collector's memory stays private)."
+    "1: each metered process gets, at its first lock (a process that takes none has no profile to lose), a guardian, a process sharing its memory that writes the profile when the program ends where no handler runs (SIGKILL, a crash, the raw exit_group of Go), and a watcher, a process of its own that sees the collector's tables through shared memory and writes the profile when the OOM killer killed the program with its guardian; 0: neither (such endings lose the profile, and the collector's memory stays private)."
 );
 setting!(
     GUARD_FD,
@@ -523,6 +532,7 @@ pub const SETTINGS: &[Setting] = &[
     TSC_HZ,
     ROOT_PPID,
     MANIFEST,
+    IDLE_LINES,
     IMAGE_SEQ,
     CALIBRATION,
     DISABLE,

@@ -1,9 +1,13 @@
 //! The guardian: a process that writes the profile when the program ends where no handler of
 //! ours runs (SIGKILL, a crash, the raw `exit_group` Go programs leave with).
 //!
-//! The constructor (and each fork child) starts one with a raw `clone(CLONE_VM)`: a process of
-//! its own (own pid and thread group, a copy of the descriptor table, exit signal 0 so that the
-//! program's `wait` never sees it) on its own stack, sharing the program's whole address space.
+//! The constructor (and each fork child) arms it ([`ready`]); the image's first metered
+//! acquisition (the first record lookup that misses a thread's cache, `meter::lookup_miss`)
+//! starts it ([`metering`]): an image that never takes a lock (a launcher, a shell between fork and
+//! exec) has no profile to lose and pays for neither process. It is a raw `clone(CLONE_VM)`: a
+//! process of its own (own pid and thread group, a copy of the descriptor table, exit signal 0 so
+//! that the program's `wait` never sees it) on its own stack, sharing the program's whole address
+//! space.
 //! SIGKILL, `exit_group` and fatal signals end the program's thread group only: the memory stays
 //! while the guardian holds it, and the guardian runs the ordinary profile writer on it.
 //!
@@ -23,14 +27,26 @@
 //! watcher (`watch.rs`), which has memory of its own and writes the profile then.
 
 use crate::dump::{self, End};
-use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicI32, AtomicU8, AtomicU64, Ordering::*};
 
 /// The write end of this image's exec pipe (held by the program only), -1 when none.
 static EXEC_FD: AtomicI32 = AtomicI32::new(-1);
 /// `lockmeter run`'s pipe (`LOCKMETER_GUARD_FD`), -1 when none.
 static DONE_FD: AtomicI32 = AtomicI32::new(-1);
+/// The inode of `lockmeter run`'s pipe: [`metering`] checks that `DONE_FD` is still it.
+static DONE_INO: AtomicU64 = AtomicU64::new(0);
 /// This image's guardian and watcher (children of the process that started them), 0 when none.
 static HELPERS: [AtomicI32; 2] = [const { AtomicI32::new(0) }; 2];
+/// Where this image stands with its first metered acquisition and its guardian: `STARTING` (the
+/// constructor, whose calibration is not the program's), `IDLE` (none yet; no guardian wanted:
+/// `--guardian 0`, or none in the parent of a fork child), `ARMED` (none yet; the guardian starts
+/// at the first), `METERED` (one was made; the guardian started, or its start failed, or none was
+/// wanted).
+static LAZY: AtomicU8 = AtomicU8::new(STARTING);
+const STARTING: u8 = 0;
+const IDLE: u8 = 1;
+const ARMED: u8 = 2;
+const METERED: u8 = 3;
 
 /// The pids of this process's guardian and watcher (0 for one not running); `hooks/wait.rs` keeps
 /// them out of the program's waits for any child.
@@ -103,8 +119,67 @@ pub(crate) fn set_done_fd(v: &[u8]) {
     // SAFETY: `st` is a valid, writable stat buffer.
     let ok = unsafe { libc::fstat(fd as i32, &mut st) } == 0;
     if ok && st.st_mode & libc::S_IFMT == libc::S_IFIFO && st.st_ino == ino {
+        DONE_INO.store(ino, Relaxed);
         DONE_FD.store(fd as i32, Relaxed);
     }
+}
+
+/// Forgets run's pipe if its descriptor is no longer that pipe (the program closed it, and may
+/// have opened something else under its number: the guardian must not hold that open).
+fn recheck_done_fd() {
+    let fd = DONE_FD.load(Relaxed);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let r = raw(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0]);
+    if r != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != DONE_INO.load(Relaxed) {
+        DONE_FD.store(-1, Relaxed);
+    }
+}
+
+/// The end of the constructor: from now on acquisitions are the program's; `guardian`: its
+/// guardian (and watcher) start at the first one ([`metering`]), unless `--guardian 0`.
+pub(crate) fn ready(guardian: bool) {
+    LAZY.store(if guardian { ARMED } else { IDLE }, Release);
+}
+
+/// Whether this image made no metered acquisition since the constructor (or its fork): its
+/// profile would hold nothing of the program's.
+pub(crate) fn never_metered() -> bool {
+    matches!(LAZY.load(Acquire), IDLE | ARMED)
+}
+
+/// A metered acquisition's record lookup that missed the thread's cache (only the image's first
+/// does anything): notes that the image metered, and starts the armed guardian and `beside` (the
+/// watcher), once. Leaves errno as it was; what it took is added to the image's start cost
+/// (`start_ns`), outside the hooks' timed paths (it runs before a lookup's timing starts).
+#[inline(always)]
+pub(crate) fn metering(beside: Beside) {
+    if matches!(LAZY.load(Relaxed), IDLE | ARMED) {
+        first_metering(beside);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn first_metering(beside: Beside) {
+    // A vfork child shares our memory: the state and the guardian are its parent's.
+    if raw(libc::SYS_getpid, [0; 4]) != dump::PID.load(Relaxed) as isize {
+        return;
+    }
+    // Another thread's first acquisition got here first: it starts them (without waiting for it).
+    if LAZY.swap(METERED, AcqRel) != ARMED {
+        return;
+    }
+    let saved = crate::sys::errno();
+    let t0 = lockmeter_core::clock::monotonic_ns();
+    recheck_done_fd();
+    start(beside);
+    let took = lockmeter_core::clock::monotonic_ns().saturating_sub(t0);
+    dump::START_COST_NS.fetch_add(took, Relaxed);
+    crate::sys::set_errno(saved);
 }
 
 /// What starts with the guardian, with every signal blocked and raw system calls only: the
@@ -112,21 +187,21 @@ pub(crate) fn set_done_fd(v: &[u8]) {
 /// and run's pipe (or -1).
 pub(crate) type Beside = fn(i32, i32, i32, i32);
 
-/// In a fork child: the parent's exec pipe is not ours; start our own guardian (and `beside`).
-pub(crate) fn after_fork(beside: Beside) {
+/// In a fork child: the parent's exec pipe is not ours; our own guardian is armed (to start at
+/// the child's first metered acquisition) where the parent had one or was to get one.
+pub(crate) fn after_fork() {
     let fd = EXEC_FD.swap(-1, Relaxed);
     // The parent's guardian and watcher are not this child's children.
     HELPERS.iter().for_each(|h| h.store(0, Relaxed));
     if fd >= 0 {
-        let saved = crate::sys::errno();
         raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
-        start(beside);
-        crate::sys::set_errno(saved);
     }
+    let armed = fd >= 0 || LAZY.load(Relaxed) == ARMED;
+    LAZY.store(if armed { ARMED } else { IDLE }, Relaxed);
 }
 
-/// Starts this image's guardian, then `beside` (the constructor, or a fork child's only thread).
-/// On failure the program runs on without them.
+/// Starts this image's guardian, then `beside` ([`first_metering`]). On failure the program runs on
+/// without them.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn start(beside: Beside) {
     let mut fds = [-1i32; 2];
@@ -245,7 +320,7 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
         return 0;
     }
     let (end, ppid) = how_it_ended(pid);
-    dump::write_by_guardian(ppid, end);
+    dump::write_by_guardian(ppid, end, false);
     0
 }
 

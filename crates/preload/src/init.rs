@@ -17,8 +17,9 @@ extern "C" fn init() {
     let saved = sys::errno();
     let t0 = clock::monotonic_ns();
     init_inner();
-    // What starting cost this process, for the profile (its `start_ns`).
-    dump::START_COST_NS.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
+    // What starting cost this process, for the profile (its `start_ns`; the guardian's start at
+    // the first metered acquisition adds to it).
+    dump::START_COST_NS.fetch_add(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
     sys::set_errno(saved);
 }
 
@@ -108,6 +109,8 @@ fn init_inner() {
     if let Some(m) = getenv(settings::MANIFEST.env_c).filter(|m| !m.is_empty()) {
         dump::set_manifest(m);
     }
+    let idle_lines = getenv(settings::IDLE_LINES.env_c).is_some_and(|v| v == b"1");
+    dump::IDLE_LINES.store(idle_lines, Relaxed);
     dump::remember_cmdline();
 
     // An exec'd image takes the calibration its predecessor measured (the same machine, the same
@@ -143,13 +146,14 @@ fn init_inner() {
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGABRT] {
         install_signal(sig);
     }
-    STATE.store(state::READY, Release);
-    if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
-        if let Some(v) = getenv(settings::GUARD_FD.env_c) {
-            crate::guard::set_done_fd(v);
-        }
-        crate::guard::start(crate::watch::start);
+    let guardian = getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0");
+    if guardian && let Some(v) = getenv(settings::GUARD_FD.env_c) {
+        crate::guard::set_done_fd(v);
     }
+    // The guardian starts at the first metered acquisition (`guard::metering`): an image that
+    // takes no lock has nothing to lose.
+    crate::guard::ready(guardian);
+    STATE.store(state::READY, Release);
 
     // Run-time control: the socket of `lockmeter ctl`, `--delay`, `--duration`, `--interval`.
     let want_socket = getenv(settings::CONTROL.env_c).is_none_or(|v| v != b"0");
@@ -293,7 +297,7 @@ extern "C" fn on_fork_parent() {
 extern "C" fn on_fork_child() {
     let t0 = clock::monotonic_ns();
     // First of all, the child's own copy of the collector's shared memory.
-    match crate::shared::after_fork() {
+    match crate::shared::after_fork(dump::PID.load(Relaxed)) {
         crate::shared::Fork::Own => {}
         crate::shared::Fork::DataOnly => {
             STATE.store(state::DISABLED, Release);
@@ -316,12 +320,12 @@ extern "C" fn on_fork_child() {
     crate::control::after_fork();
     crate::swap::reset_for_child();
     crate::swap_rw::reset_for_child();
-    crate::guard::after_fork(crate::watch::start);
+    crate::guard::after_fork();
     // Its tables are its own: metering goes on (the page of `own_process` read zero since the
     // fork).
     state::own_again();
-    // What starting cost this child, for its profile (`start_ns`).
-    dump::START_COST_NS.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
+    // What starting cost this child, for its profile (`start_ns`; its guardian's start adds to it).
+    dump::START_COST_NS.fetch_add(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

@@ -29,6 +29,10 @@ static TABLE: [Entry; CAP] =
         CAP];
 /// Losses that found no entry.
 static NOT_ITEMIZED: AtomicU64 = AtomicU64::new(0);
+/// Claims tried: while 0, the table is not read (it is in the preload's data, shared with the
+/// watcher, where reading a page never written allocates it: 96 KiB in each process that lost
+/// nothing).
+static CLAIMED: AtomicU64 = AtomicU64::new(0);
 
 /// Counts one acquisition of lock `key` (an event key, never 0) at `site` that was not recorded.
 /// Never blocks, allocates or panics. Two threads that claim entries for the same (lock, site)
@@ -40,6 +44,9 @@ pub(crate) fn note(key: u64, site: u64) {
         let Some(e) = TABLE.get((h.wrapping_add(i)) % CAP) else { break };
         let mut k = e.key.load(Acquire);
         if k == 0 {
+            // Counted before the claim (a claim lost to another thread counts too): a reader
+            // that finds 0 finds no entry.
+            CLAIMED.fetch_add(1, Release);
             match e.key.compare_exchange(0, key, AcqRel, Acquire) {
                 Ok(_) => {
                     e.count.fetch_add(1, Relaxed);
@@ -60,6 +67,9 @@ pub(crate) fn note(key: u64, site: u64) {
 /// Calls `f(key, site, count)` for each (lock, site) with losses (any thread; the counts are
 /// those at the time of reading).
 pub(crate) fn for_each(mut f: impl FnMut(u64, u64, u64)) {
+    if CLAIMED.load(Acquire) == 0 {
+        return;
+    }
     for e in &TABLE {
         let site = e.site.load(Acquire);
         let key = e.key.load(Acquire);
@@ -72,6 +82,9 @@ pub(crate) fn for_each(mut f: impl FnMut(u64, u64, u64)) {
 
 /// Entries in use (an upper bound on the (lock, site) pairs [`for_each`] calls back with).
 pub(crate) fn entries() -> usize {
+    if CLAIMED.load(Acquire) == 0 {
+        return 0;
+    }
     TABLE.iter().filter(|e| e.key.load(Relaxed) != 0).count()
 }
 
@@ -82,6 +95,10 @@ pub(crate) fn not_itemized() -> u64 {
 
 /// Forgets every loss (a fork child starts a fresh profile).
 pub(crate) fn reset_for_child() {
+    if CLAIMED.swap(0, Relaxed) == 0 {
+        NOT_ITEMIZED.store(0, Relaxed);
+        return;
+    }
     for e in &TABLE {
         if e.key.load(Relaxed) != 0 {
             e.count.store(0, Relaxed);

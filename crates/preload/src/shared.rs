@@ -105,9 +105,19 @@ pub(crate) fn init(max_memory: u64) -> bool {
     if pg > 0 {
         PAGE.store(pg as usize, Relaxed);
     }
-    let Some((start, len)) = own_data() else { return false };
+    let Some((start, len, file_len)) = own_data() else { return false };
+    // Pages past the file's part that the page tables do not map were never written (zero): left
+    // out (reading them would map them, most of the data being the writer's buffers). Without
+    // pagemap, every page is copied.
+    let pagemap = crate::resident::open_pagemap(c"/proc/self/pagemap");
+    let sparse = (pagemap >= 0).then_some(Sparse { pagemap, dense: file_len, mincore: false });
     // SAFETY: the range is our own writable data, and the constructor is the only thread of ours.
-    if unsafe { !reshare(start, len, len, false, libc::MAP_SHARED) } {
+    let ok = unsafe { reshare(start, len, len, sparse, libc::MAP_SHARED) };
+    if pagemap >= 0 {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(pagemap) };
+    }
+    if !ok {
         return false;
     }
     DATA_START.store(start, Relaxed);
@@ -187,13 +197,46 @@ pub(crate) enum Fork {
 
 /// In a fork child, before anything of ours writes: the inherited shared ranges become fresh
 /// copies of their own (the data privately where no shared mapping could be made; the child then
-/// has no watcher).
-pub(crate) fn after_fork() -> Fork {
+/// has no watcher). `parent`: the pid that forked us.
+pub(crate) fn after_fork(parent: u32) -> Fork {
     let (start, len) = (DATA_START.load(Relaxed), DATA_LEN.load(Relaxed));
     let (base, size, used) = (BASE.load(Relaxed), SIZE.load(Relaxed), USED.load(Relaxed));
     if len == 0 {
         return Fork::Own; // nothing shared: the fork gave the child private copies
     }
+    // Which pages hold data: the parent's page tables map every page of the shared ranges that
+    // it (or its guardian, or the copy that made them) wrote; ours map none of them since the
+    // fork. Read from its pagemap (the descriptor reads the page tables of the process it was
+    // opened on: the parent's, if it was still our parent after the open), else from the page
+    // cache (`mincore`: one lookup per page, a third of a millisecond per fork for the tables of
+    // a process that took no lock).
+    let mut path = sys::PathBuf::new();
+    path.push(b"/proc/").push_u64(parent as u64).push(b"/pagemap");
+    let mut pagemap = crate::resident::open_pagemap(path.as_cstr());
+    // SAFETY: getppid has no preconditions.
+    if pagemap >= 0 && unsafe { libc::getppid() } as u32 != parent {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(pagemap) };
+        pagemap = -1;
+    }
+    let fork = copy_after_fork(start, len, base, size, used, pagemap);
+    if pagemap >= 0 {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(pagemap) };
+    }
+    fork
+}
+
+/// [`after_fork`]'s copies, `pagemap` the parent's (or -1).
+fn copy_after_fork(
+    start: usize,
+    len: usize,
+    base: usize,
+    size: usize,
+    used: usize,
+    pagemap: i32,
+) -> Fork {
+    let sparse = Some(Sparse { pagemap, dense: 0, mincore: true });
     // SAFETY: the ranges are ours (data, arena); only the forking thread exists in the child.
     // The parent's threads may still write them: each word is copied with one atomic load, as
     // any concurrent reader of the tables reads them. The data is a shared mapping since `init`,
@@ -202,14 +245,14 @@ pub(crate) fn after_fork() -> Fork {
     // buffers the writer uses at the end): left out, like the arena's (half a millisecond in
     // each fork child).
     unsafe {
-        if !reshare(start, len, len, true, libc::MAP_SHARED) {
-            if !reshare(start, len, len, false, libc::MAP_PRIVATE) {
+        if !reshare(start, len, len, sparse, libc::MAP_SHARED) {
+            if !reshare(start, len, len, None, libc::MAP_PRIVATE) {
                 sys::write_stderr(b"lockmeter: cannot copy the collector's data in a fork child; its counts may mix with its parent's\n");
                 return Fork::Nothing;
             }
             DATA_LEN.store(0, Relaxed);
         }
-        if base == 0 || reshare(base, size, used, true, libc::MAP_SHARED) {
+        if base == 0 || reshare(base, size, used, sparse, libc::MAP_SHARED) {
             Fork::Own
         } else {
             sys::write_stderr(b"lockmeter: cannot copy the collector's tables in a fork child; it is not metered\n");
@@ -218,14 +261,32 @@ pub(crate) fn after_fork() -> Fork {
     }
 }
 
+/// How [`reshare`] tells the pages to copy from those never written (zero): the pages from
+/// `dense` bytes on that `pagemap` (an open `/proc/PID/pagemap` of the process whose page tables
+/// map every written page, or -1) says are neither present nor in swap are left out; where it
+/// cannot say, those `mincore` (the page cache: for a shared mapping) says are not resident if
+/// `mincore`, else none.
+#[derive(Clone, Copy)]
+struct Sparse {
+    pagemap: c_int,
+    dense: usize,
+    mincore: bool,
+}
+
 /// Copies `[addr, addr+used)` of the mapping `[addr, addr+len)` into a fresh mapping (`kind`)
-/// and moves it over the original. With `sparse`, pages that are not resident are left out
-/// (never touched: zero; reading them would allocate them).
+/// and moves it over the original. With `sparse`, pages that hold nothing are left out (never
+/// touched: zero; reading them would allocate them).
 ///
 /// # Safety
 /// `[addr, addr+len)` is a page-aligned mapping of ours that nothing else of ours uses during the
 /// call.
-unsafe fn reshare(addr: usize, len: usize, used: usize, sparse: bool, kind: c_int) -> bool {
+unsafe fn reshare(
+    addr: usize,
+    len: usize,
+    used: usize,
+    sparse: Option<Sparse>,
+    kind: c_int,
+) -> bool {
     let new = map_anon(len, kind);
     if new.is_null() {
         return false;
@@ -236,13 +297,22 @@ unsafe fn reshare(addr: usize, len: usize, used: usize, sparse: bool, kind: c_in
     while off < used {
         let pages = (used - off).div_ceil(pg).min(vec.len());
         let chunk = (pages * pg).min(used - off);
-        let resident = !sparse || {
-            // SAFETY: a page-aligned range of the mapping; `vec` has room for `pages` entries.
-            unsafe { libc::mincore((addr + off) as *mut c_void, chunk, vec.as_mut_ptr()) == 0 }
-        };
+        // A pagemap that cannot be read (the parent exited meanwhile) falls back to mincore.
+        let known = sparse.is_some_and(|s| {
+            (s.pagemap >= 0
+                && vec.get_mut(..pages).is_some_and(|v| {
+                    crate::resident::pages_from_pagemap(s.pagemap, addr + off, pg, v, true)
+                }))
+                // SAFETY: a page-aligned range of the mapping; `vec` has room for `pages` entries.
+                || s.mincore && unsafe {
+                    libc::mincore((addr + off) as *mut c_void, chunk, vec.as_mut_ptr()) == 0
+                }
+        });
         for (i, v) in vec.iter().enumerate().take(pages) {
             let at = off + i * pg;
-            if sparse && (!resident || v & 1 == 0) {
+            // Left out: a page past the dense part that holds nothing. An unreadable pagemap or
+            // a failed mincore copies every page.
+            if known && sparse.is_some_and(|s| at >= s.dense) && v & 1 == 0 {
                 continue;
             }
             // SAFETY: both pages lie inside their mappings (`at < used <= len`, page-aligned),
@@ -281,19 +351,22 @@ unsafe fn copy_page(from: usize, to: usize, pg: usize) {
 }
 
 /// The page-aligned range of this library's writable data past RELRO: the `PT_LOAD` segment
-/// with `PF_W` that holds our statics.
-fn own_data() -> Option<(usize, usize)> {
-    let mut f = Found { addr: &USED as *const AtomicUsize as usize, start: 0, end: 0 };
+/// with `PF_W` that holds our statics; start, length and the length of its part mapped from the
+/// file (`.data`; the rest is `.bss`, zero until written).
+fn own_data() -> Option<(usize, usize, usize)> {
+    let mut f = Found { addr: &USED as *const AtomicUsize as usize, start: 0, end: 0, file_end: 0 };
     // SAFETY: the callback only reads the headers it is given and writes `f`, which outlives the
     // call.
     unsafe { libc::dl_iterate_phdr(Some(phdr_cb), (&mut f as *mut Found).cast()) };
-    (f.end > f.start).then(|| (f.start, f.end - f.start))
+    let file_len = f.file_end.clamp(f.start, f.end) - f.start;
+    (f.end > f.start).then(|| (f.start, f.end - f.start, file_len))
 }
 
 struct Found {
     addr: usize,
     start: usize,
     end: usize,
+    file_end: usize,
 }
 
 unsafe extern "C" fn phdr_cb(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
@@ -320,6 +393,7 @@ unsafe extern "C" fn phdr_cb(info: *mut libc::dl_phdr_info, _: usize, data: *mut
             let s = if relro_end > s && relro_end <= e { relro_end } else { s };
             f.start = s / pg * pg;
             f.end = page_up(e);
+            f.file_end = page_up(base + (p.p_vaddr + p.p_filesz) as usize);
             return 1;
         }
     }

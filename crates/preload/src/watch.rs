@@ -23,6 +23,7 @@
 
 use crate::dump::{self, End};
 use crate::guard::{STACK, map_stack, raw, wait_gone};
+use core::sync::atomic::{AtomicU32, Ordering::*};
 /// What the watcher needs, at the top of its stack.
 #[repr(C)]
 struct Args {
@@ -48,6 +49,8 @@ pub(crate) fn start(pid: i32, guardian: i32, exec_fd: i32, done_fd: i32) {
     let args = top as *mut Args;
     // SAFETY: the top of the new mapping, aligned, unused by anything else.
     unsafe { args.write(Args { pid, guardian, exec_fd, done_fd }) };
+    let big = private_bytes() >= WAIT_FOR_DROP;
+    DROPPED.store(0, Release);
     // SAFETY: `top` is the aligned top of a fresh stack; `watcher` never returns into this frame
     // (the trampoline calls exit). Without CLONE_VM the watcher runs on its own copy of the
     // stack, so ours is unmapped at once.
@@ -55,6 +58,42 @@ pub(crate) fn start(pid: i32, guardian: i32, exec_fd: i32, done_fd: i32) {
     crate::guard::set_watcher(pid as i32);
     // SAFETY: our copy of the watcher's stack, used by nothing of ours.
     unsafe { libc::munmap(stack, STACK) };
+    if pid > 0 && big {
+        wait_for_drop();
+    }
+}
+
+/// Private resident memory from which [`start`] waits until the watcher let go of its copy
+/// ([`drop_program_memory`]) before the program goes on: below it, the pages the program could
+/// copy meanwhile cost less than the wait.
+const WAIT_FOR_DROP: u64 = 16 << 20;
+
+/// Set by the watcher (the one word of the shared data it writes while the program lives) once
+/// [`drop_program_memory`] is done.
+static DROPPED: AtomicU32 = AtomicU32::new(0);
+
+/// The program's resident memory that is not shared (`/proc/self/statm`: resident - shared).
+fn private_bytes() -> u64 {
+    let mut buf = [0u8; 128];
+    let s = crate::sys::read_file(c"/proc/self/statm", &mut buf);
+    let mut f = s.split(|&c| c == b' ').map(crate::sys::parse_u64);
+    let (_, Some(Some(res)), Some(Some(shared))) = (f.next(), f.next(), f.next()) else {
+        return 0;
+    };
+    res.saturating_sub(shared).saturating_mul(4096)
+}
+
+/// Waits (at most 200 ms) until the watcher has let go of its copy of the program's memory.
+fn wait_for_drop() {
+    let limit = libc::timespec { tv_sec: 0, tv_nsec: 200_000_000 };
+    let t0 = lockmeter_core::clock::monotonic_ns();
+    while DROPPED.load(Acquire) == 0 && lockmeter_core::clock::monotonic_ns() - t0 < 200_000_000 {
+        // A shared futex: the word is in memory the watcher maps too.
+        raw(
+            libc::SYS_futex,
+            [DROPPED.as_ptr() as usize, libc::FUTEX_WAIT as usize, 0, &limit as *const _ as usize],
+        );
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -67,6 +106,9 @@ extern "C" fn watcher(args: *mut Args) -> i32 {
     let Args { pid, guardian, exec_fd, done_fd } = unsafe { args.read() };
     crate::guard::leave_program(exec_fd, done_fd);
     lowest_oom_score();
+    drop_program_memory();
+    DROPPED.store(1, Release);
+    raw(libc::SYS_futex, [DROPPED.as_ptr() as usize, libc::FUTEX_WAKE as usize, 1, 0]);
     let kmsg = open_kmsg();
     let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
     if pidfd < 0 {
@@ -103,8 +145,70 @@ extern "C" fn watcher(args: *mut Args) -> i32 {
     {
         end = End::OomKilled;
     }
-    dump::write_by_guardian(ppid, end);
+    dump::write_by_guardian(ppid, end, true);
     0
+}
+
+/// Smallest private mapping [`drop_program_memory`] lets go of.
+const DROP_MIN: usize = 1 << 20;
+
+/// Lets go of our copy of the program's large private memory (anonymous, writable, at least
+/// [`DROP_MIN`] bytes: its heap, its data, other threads' stacks), which the writer never reads
+/// (it reads the collector's shared memory): started at the program's first lock, perhaps after
+/// the program filled much memory, the watcher would otherwise hold each of those pages
+/// copy-on-write, and the program would copy every page it writes from then on. Kept: the
+/// mapping of our stack and the one holding this thread's TLS (the thread pointer), file
+/// mappings, shared ones, `[stack]` (the environment). Raw system calls only.
+fn drop_program_memory() {
+    let marker = 0u8;
+    let here = &marker as *const u8 as usize; // on our stack: its mapping is kept
+    let tp: usize;
+    // SAFETY: reads the thread pointer (%fs:0 holds its own address on x86_64 Linux).
+    unsafe { core::arch::asm!("mov {}, qword ptr fs:0", out(reg) tp, options(nostack, readonly)) };
+    let path = c"/proc/self/maps";
+    let fd = raw(
+        libc::SYS_openat,
+        [libc::AT_FDCWD as usize, path.as_ptr() as usize, libc::O_RDONLY as usize, 0],
+    );
+    if fd < 0 {
+        return;
+    }
+    let mut buf = [0u8; 8192];
+    let mut have = 0;
+    while let Some(room) = buf.get_mut(have..) {
+        let n = raw(libc::SYS_read, [fd as usize, room.as_mut_ptr() as usize, room.len(), 0]);
+        if n <= 0 {
+            break;
+        }
+        have += n as usize;
+        let data = buf.get(..have).unwrap_or(&[]);
+        let Some(last) = data.iter().rposition(|&c| c == b'\n') else {
+            break; // a line longer than the buffer: stop here
+        };
+        for line in data.get(..last).unwrap_or(&[]).split(|&c| c == b'\n') {
+            if let Some((start, end)) = droppable(line, here, tp) {
+                raw(libc::SYS_madvise, [start, end - start, libc::MADV_DONTNEED as usize, 0]);
+            }
+        }
+        buf.copy_within(last + 1..have, 0);
+        have -= last + 1;
+    }
+    raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
+}
+
+/// The range of a `/proc/self/maps` line that [`drop_program_memory`] lets go of, if it does.
+fn droppable(line: &[u8], here: usize, tp: usize) -> Option<(usize, usize)> {
+    let mut f = line.split(|&c| c == b' ').filter(|w| !w.is_empty());
+    let (range, perms, _off, _dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+    let name = f.next().unwrap_or(b"");
+    let hex = |b: &[u8]| usize::from_str_radix(core::str::from_utf8(b).ok()?, 16).ok();
+    let mut r = range.split(|&c| c == b'-');
+    let (start, end) = (hex(r.next()?)?, hex(r.next()?)?);
+    let anon = inode == b"0" && (name.is_empty() || name == b"[heap]");
+    let ours = (start..end).contains(&here) || (start..end).contains(&tp);
+    (perms.starts_with(b"rw") && perms.get(3) == Some(&b'p') && anon && !ours)
+        .then_some((start, end))
+        .filter(|(s, e)| e - s >= DROP_MIN)
 }
 
 /// Sets our `oom_score_adj` to -1000 where permitted (root): the OOM killer never picks us.

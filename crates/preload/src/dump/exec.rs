@@ -140,8 +140,12 @@ pub(crate) fn exec_failed(written: bool) {
     }
     // SAFETY: DUMP is 2 (we wrote it) and no other thread dumps while it is not 0.
     let b = unsafe { &mut *BUFS.0.get() };
-    // SAFETY: NUL-terminated path of the file we just wrote.
-    unsafe { libc::unlink(b.path.as_ptr()) };
+    // The file we just wrote (none when the image left a line in the manifest instead: the line
+    // stays; `run` keeps the image's last entry).
+    if !b.path.bytes().is_empty() {
+        // SAFETY: NUL-terminated path of the file we just wrote.
+        unsafe { libc::unlink(b.path.as_ptr()) };
+    }
     DUMP.store(DUMP_IDLE, Release);
     STATE.store(crate::live::running_state(), Release);
 }

@@ -152,6 +152,12 @@ fn link_new(b: &mut Bufs, fd: i32, named: bool) -> bool {
 }
 
 pub(super) fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
+    // An image that took no lock, under `run`: a line in the manifest, no file (`b.path` empty:
+    // a failed exec has no file to withdraw).
+    if super::idle::wanted(b) && super::idle::write_line(b, pid) {
+        b.path.clear();
+        return true;
+    }
     let Some((fd, named)) = open_unnamed_or_fresh(b, pid) else {
         complain(b"cannot create the profile file next to ", b.out_base.bytes());
         return false;

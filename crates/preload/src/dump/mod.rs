@@ -19,6 +19,7 @@
 
 mod exec;
 mod file;
+mod idle;
 mod ids;
 mod maps;
 mod merge;
@@ -27,6 +28,7 @@ mod snapshot;
 
 pub(crate) use exec::{before_exec, env_with_image_seq, exec_failed, inherit_calibration};
 pub(crate) use file::send_all;
+pub(crate) use idle::ENABLED as IDLE_LINES;
 pub(crate) use maps::note_loaded;
 pub(crate) use snapshot::{reset, sample, snapshot};
 
@@ -181,7 +183,7 @@ fn write_profile_inner(end: End) -> bool {
         }
     }
     STATE.store(state::DONE, Release);
-    crate::resident::measure();
+    crate::resident::measure(true);
     // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = file::encode_to_file(b, pid, end);
@@ -196,8 +198,9 @@ pub(crate) fn image_left() -> bool {
 
 /// The guardian, once the program is gone (no thread of it runs): writes the profile unless the
 /// program did. A dump the program's death interrupted (or a snapshot) is started over: its
-/// writer is gone and its temporary file with it.
-pub(crate) fn write_by_guardian(ppid: u32, end: End) -> bool {
+/// writer is gone and its temporary file with it. `watcher`: the caller is the watcher, whose
+/// page tables are not the program's.
+pub(crate) fn write_by_guardian(ppid: u32, end: End, watcher: bool) -> bool {
     let st = STATE.load(Acquire);
     if st != state::READY && st != state::PAUSED && st != state::DONE {
         return false;
@@ -214,7 +217,7 @@ pub(crate) fn write_by_guardian(ppid: u32, end: End) -> bool {
     STATE.store(state::DONE, Release);
     crate::live::unlink_sock();
     PPID_SEEN.store(ppid, Relaxed);
-    crate::resident::measure();
+    crate::resident::measure(!watcher);
     // SAFETY: we hold DUMP and no thread of the program runs any more.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = file::encode_to_file(b, PID.load(Relaxed), end);

@@ -36,7 +36,7 @@ pub(crate) fn snapshot(fd: c_int) -> bool {
         send_all(fd, BUSY);
         return false;
     }
-    crate::resident::measure();
+    crate::resident::measure(true);
     // SAFETY: we own DUMP (DUMP_LIVE); no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
     let ok = send_all(fd, b"ok\n")

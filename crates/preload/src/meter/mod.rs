@@ -201,6 +201,8 @@ fn lookup_miss(
     mode: Mode,
     site: usize,
 ) -> Result<Found, Lost> {
+    // The image's first: its guardian and watcher start (before the lookup is timed).
+    crate::guard::metering(crate::watch::start);
     // SAFETY: as in `lookup`, whose borrow ended.
     let p = unsafe { cx.private() };
     let site_mode = site | ((mode as usize) << 56);
