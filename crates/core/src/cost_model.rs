@@ -153,10 +153,13 @@ pub fn with_fixed(slowdown_milli: u64, duration_ns: u64, fixed_ns: u64) -> u64 {
 /// workers): each process image's added wall time, `duration x (1 - 1/slowdown)`, plus what
 /// starting and ending cost it, summed, against the run's wall time `run_ns`. `parts` are
 /// (duration ns, slowdown x 1000 with start and end in it ([`with_fixed`]), 0 when not
-/// estimated; start + end ns). Assumes the images' added times do not overlap, as when a launcher runs its
-/// program, so it is an upper bound when processes ran side by side. The same 100x ceiling as
-/// [`estimate`]; 0 when no image was estimated or the run has no duration.
-pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64) -> u64 {
+/// estimated; start + end ns). `others_ns`: what starting and ending cost the run's images that
+/// are not among `parts` (they took no lock, so the run file left them out), added whole: an
+/// image that took no lock is otherwise as fast metered as bare. Assumes the images' added
+/// times do not overlap, as when a launcher runs its program, so it is an upper bound when
+/// processes ran side by side. The same 100x ceiling as [`estimate`]; 0 when no image was
+/// estimated or the run has no duration.
+pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64, others_ns: u64) -> u64 {
     let t = run_ns as f64;
     let estimated = parts.iter().filter(|&&(_, s, _)| s > 0);
     if t <= 0.0 || estimated.clone().next().is_none() {
@@ -165,7 +168,8 @@ pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64) -> u64 {
     // The image's metered wall time includes its start and end; `s` is against that.
     let added: f64 = estimated
         .map(|&(d, s, fixed)| (d + fixed) as f64 * (1.0 - 1000.0 / s.max(1000) as f64))
-        .sum();
+        .sum::<f64>()
+        + others_ns as f64;
     let bare = (t - added).max(t / 100.0);
     ((t / bare) * 1000.0).round() as u64
 }
@@ -292,22 +296,27 @@ mod tests {
         // A launcher of 1 s at 2x (0.5 s added) then its program of 3 s at 1.5x (1 s added), in
         // a 4 s run: 2.5 s unmetered, 1.6x.
         assert_eq!(
-            combine(&[(1_000_000_000, 2000, 0), (3_000_000_000, 1500, 0)], 4_000_000_000),
+            combine(&[(1_000_000_000, 2000, 0), (3_000_000_000, 1500, 0)], 4_000_000_000, 0),
             1600
         );
         // Images without an estimate add nothing; none at all: no estimate.
         assert_eq!(
-            combine(&[(1_000_000_000, 0, 0), (1_000_000_000, 1000, 0)], 2_000_000_000),
+            combine(&[(1_000_000_000, 0, 0), (1_000_000_000, 1000, 0)], 2_000_000_000, 0),
             1000
         );
-        assert_eq!(combine(&[(1_000_000_000, 0, 0)], 1_000_000_000), 0);
-        assert_eq!(combine(&[(1_000_000_000, 2000, 0)], 0), 0);
+        assert_eq!(combine(&[(1_000_000_000, 0, 0)], 1_000_000_000, 0), 0);
+        assert_eq!(combine(&[(1_000_000_000, 2000, 0)], 0, 0), 0);
         // More added than the run took: the ceiling.
-        assert_eq!(combine(&[(9_000_000_000, 10_000, 0)], 1_000_000_000), 100_000);
+        assert_eq!(combine(&[(9_000_000_000, 10_000, 0)], 1_000_000_000, 0), 100_000);
         // 100 short images of 1 ms that took no lock (1.000x) but cost 3 ms each to start and
         // end, in a 0.5 s run: 0.3 s of it the collector's, 2.5x.
         let short = with_fixed(1000, 1_000_000, 3_000_000);
         assert_eq!(short, 4000);
-        assert_eq!(combine(&vec![(1_000_000, short, 3_000_000); 100], 500_000_000), 2500);
+        assert_eq!(combine(&vec![(1_000_000, short, 3_000_000); 100], 500_000_000, 0), 2500);
+        // The same images left out of the run file, beside a launcher of 0.5 s that took its
+        // locks at 1.25x (0.1 s added): 0.3 s more, 0.1 s unmetered of the 0.5 s run, 5x.
+        assert_eq!(combine(&[(500_000_000, 1250, 0)], 500_000_000, 300_000_000), 5000);
+        // Alone, they add nothing to an image's own estimate.
+        assert_eq!(combine(&[(500_000_000, 1250, 0)], 500_000_000, 0), 1250);
     }
 }

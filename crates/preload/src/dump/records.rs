@@ -403,6 +403,9 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         hooks_ns: est.hooks_ns,
         start_ns,
         end_ns,
+        // Only `run` knows the other images of its run: it fills these in the run file.
+        other_images: 0,
+        other_fixed_ns: 0,
     })
     .ok()?;
     Some(())
