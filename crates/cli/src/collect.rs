@@ -74,7 +74,9 @@ pub(crate) struct Collected {
 
 /// Joins the run's profiles (`main`, the first process's, then `others`) into one new file at
 /// `output` ([`lockmeter_format::files::write_new`]): each image that took a lock, and the
-/// first one even if it took none. Then removes the profiles; `dir` is kept when a process of
+/// first one even if it took none; the file's first profile counts the images left out and
+/// what starting and ending them cost (OVERHEAD's `other_images`, `other_fixed_ns`), so that
+/// the run's estimate has them. Then removes the profiles; `dir` is kept when a process of
 /// the run is still running (it writes into `dir` when it ends; it is named in `left`).
 pub(crate) fn collect(
     output: &Path,
@@ -89,13 +91,22 @@ pub(crate) fn collect(
         tree.add_idle(crate::tree::idle_images(m));
     }
     let mut files = Vec::new();
+    let (mut other_images, mut other_fixed_ns) = (0u64, 0u64);
     for im in &tree.images {
         let first = main.as_ref() == Some(&im.path);
         if first || im.acquisitions > 0 {
             files.push(std::fs::read(&im.path).with_context(|| {
                 format!("cannot read the profile {} of the run", im.path.display())
             })?);
+        } else {
+            other_images += 1;
+            other_fixed_ns = other_fixed_ns.saturating_add(im.fixed_ns);
         }
+    }
+    if other_images > 0
+        && let Some(first) = files.first_mut()
+    {
+        *first = with_others(first, other_images, other_fixed_ns)?;
     }
     let file = if files.is_empty() {
         None
@@ -112,6 +123,18 @@ pub(crate) fn collect(
     }
     dir.keep.set(!left.is_empty());
     Ok(Collected { file, tree, left })
+}
+
+/// The profile `bytes` with the run's images left out of the file counted in its OVERHEAD.
+fn with_others(bytes: &[u8], images: u64, fixed_ns: u64) -> Result<Vec<u8>> {
+    let mut p = lockmeter_format::read_profile(bytes).map_err(|e| {
+        anyhow::anyhow!("the first profile of the run is unreadable ({e}); run again")
+    })?;
+    p.overhead.other_images = images;
+    p.overhead.other_fixed_ns = fixed_ns;
+    lockmeter_format::to_bytes(&p).map_err(|e| {
+        anyhow::anyhow!("cannot encode the run's first profile again ({e}); run again")
+    })
 }
 
 /// The processes still running whose environment names this run's manifest (they were started

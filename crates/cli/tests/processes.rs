@@ -396,6 +396,14 @@ fn profiles_are_known_from_the_manifest_not_guessed_from_names() {
     // The forked shell (exec'd away) and the program it became: three images ran, two took
     // no lock; the file holds the first and the program's.
     assert!(ran.stderr.contains("processes: 3 images, 1 of them took locks"), "{ran}");
+    // The image left out, the forked shell, is counted in the file's first profile with what
+    // starting and ending it cost (the run's estimate has it), and in the report's JSON.
+    let run = lockmeter_format::read_run_file(&out).unwrap_or_else(|e| panic!("{e}\n{ran}"));
+    let o = &run.processes[0].overhead;
+    assert_eq!(o.other_images, 1, "{ran}");
+    assert!(o.other_fixed_ns > 0, "{ran}");
+    let p = Profile::load(&out, &ran);
+    p.eq("other images", u(&p.json["overhead"], "other_images"), 1);
     assert_eq!(split_run(&s, "m.lmp", &ran).len(), 2, "{ran}");
     assert_eq!(std::fs::read(&fake).unwrap(), b"junk\n", "{ran}");
     let image = s.path(&format!("img/m.lmp.{child}.1"));

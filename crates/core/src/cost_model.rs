@@ -6,25 +6,49 @@
 //! 1. **The hooks' CPU time.** The pair as the run paid it is the calibrated uncontended pair
 //!    plus what the run's sampled intervals measured beyond the calibration's: the hooks' work
 //!    inside the critical section, their work outside it, and the real lock and unlock calls
-//!    (slower in the run when the collector's records evict the program's lock lines, or when
-//!    the collector's work inside critical sections makes the lock's line travel between CPUs).
+//!    (slower in the run when the collector's records evict the program's lock lines).
 //!    Differences, so the clock reads' own cost in each timed interval cancels; never below the
-//!    calibrated pair (the run cannot do the hooks' work faster than hot caches did). Plus the
-//!    contended path (measured) and the lookups that missed the thread's lookup cache (every
-//!    one timed: mostly each record's first use, its stack and the memory it faults in, which
-//!    the sampled intervals leave out; the few that fell in a sampled interval count twice).
-//!    That is `hooks`, CPU time summed over threads.
-//! 2. **Where the run's time went.** The process's CPU time `cpu` (user and system, all
-//!    threads) over the run's wall time `duration` is the parallelism the run had: its threads'
-//!    work, the hooks' included, was spread at that rate (above 1: several CPUs at once; below:
-//!    the machine was shared, or threads slept). The unmetered run is assumed to do the
-//!    program's own CPU work, `cpu - hooks`, at the same rate. Hooks' time inside critical
-//!    sections that another thread waited for (`serialized`) delays that thread directly: it
-//!    adds to wall time undivided when more than one CPU ran (a saturated lock serializes the
-//!    program whatever the CPUs).
-//! 3. **What it leaves out.** Sleeps and wake-ups the unmetered run would not have had (a convoy
-//!    that forms only under the collector) beyond the CPU time they cost, and profile writing.
-//!    The unmetered run cannot take less than a hundredth of the metered one (the 100x ceiling).
+//!    calibrated pair (the run cannot do the hooks' work faster than hot caches did). The real
+//!    calls' part counts only for the holds nobody else wanted: on a wanted lock the real calls
+//!    are slow because of the contention (the lock's line travels between CPUs, the unlock
+//!    enters the kernel to wake a waiter), which the unmetered run pays too, at its own level
+//!    (the collector's share of it is item 2). Plus the contended path (measured) and the
+//!    lookups that missed the thread's lookup cache (every one timed: mostly each record's first
+//!    use, its stack and the memory it faults in, which the sampled intervals leave out; the few
+//!    that fell in a sampled interval count twice). That is `hooks`, CPU time summed over
+//!    threads.
+//! 2. **The contention the collector caused.** The hooks' work inside critical sections makes
+//!    them longer, so more threads find their lock held, sleep in the kernel and are woken: the
+//!    process's system time grows (on one hot mutex it is most of the run). The share of the
+//!    system time that is lock contention's is taken to be the share of holds another thread
+//!    wanted (`wanted_holds / acquisitions`), and the collector's part of it, its share of the
+//!    critical sections' time: hooks inside / (hooks inside + the program's own hold). The hold
+//!    measured when holds are timed has part of the hooks' work inside in it (between its clock
+//!    reads), so the program's own hold is taken as at least the measured hold less the hooks'
+//!    work inside, that is `hooks inside / max(hold, hooks inside)`; untimed holds count as
+//!    empty. That is `induced`: neither the program's work nor the hooks', done by threads that
+//!    wait anyway, on CPUs the waiting left idle, so it is taken out of the CPU time before the
+//!    rate (item 3) is measured; kept in, it would pass for the program's own work and hide the
+//!    hooks' share of it. A program whose system time is not lock contention's (network I/O)
+//!    while its locks are mostly wanted has too much of it taken out.
+//! 3. **Where the run's time went.** The process's CPU time less `induced`, `cpu`, over the
+//!    run's wall time `duration` is the parallelism the run had: its threads' work, the hooks'
+//!    included, was spread at that rate (above 1: several CPUs at once; below: the machine was
+//!    shared, or threads slept). The unmetered run is assumed to do the program's own CPU work,
+//!    `cpu - hooks`, at the same rate: the collector added `hooks / rate` of wall time (on one
+//!    hot mutex that is most of the run, and the estimate is as steady as `hooks` is a steady
+//!    part of `cpu`: the unmetered time is the small difference). Hooks' time inside critical
+//!    sections that another thread waited for (`serialized`) delays that thread directly,
+//!    whatever the CPUs: the added time is at least that (at a rate below 1,
+//!    `serialized / rate`). The two overlap (the
+//!    serialized time is CPU time of the holding thread too), so the added time is the larger
+//!    of them, not their sum: on a saturated lock, work outside the critical sections is hidden
+//!    behind it.
+//! 4. **What it leaves out.** Sleeps the unmetered run would not have had beyond the CPU time
+//!    they cost (the convoy's idle CPUs), cache misses the collector's memory causes in the
+//!    program's own code outside the timed intervals (the hook's first read of the lock's line
+//!    is one), and profile writing. The unmetered run cannot take less than a hundredth of the
+//!    metered one (the 100x ceiling).
 //!
 //! Without the process's CPU time (0: not measured), the hooks' time is divided over the threads
 //! that ran at once ([`parallelism`]), as earlier writers did.
@@ -60,6 +84,10 @@ pub struct Inputs {
     pub slow_ns: u64,
     /// The process's CPU time over the run, all threads (0: not measured).
     pub cpu_ns: u64,
+    /// Of it, the system time (the kernel's work for the process; 0: not measured).
+    pub sys_ns: u64,
+    /// The program's mean hold time, of the holds that were timed (0: holds not timed).
+    pub hold_ns: f64,
     /// Threads that ran at once, on average ([`parallelism`]; at least 1): used only without
     /// `cpu_ns`.
     pub parallel: f64,
@@ -76,6 +104,8 @@ pub struct Estimate {
     pub serialized_ns: u64,
     /// The hooks' CPU time, summed over threads (pairs, contended path, slow lookups).
     pub hooks_ns: u64,
+    /// The system time of the contention the hooks caused, left out of the run's CPU time.
+    pub induced_ns: u64,
 }
 
 /// How many threads ran at once, on average: of the `threads` that took locks (at most the
@@ -91,6 +121,14 @@ pub fn parallelism(threads: u64, cpus: u64, duration_ns: u64, wait_ns: u64) -> f
     running.clamp(1.0, most)
 }
 
+/// The share of holds another thread wanted, 0 to 1.
+fn wanted_share(i: &Inputs) -> f64 {
+    if i.acquisitions == 0 {
+        return 0.0;
+    }
+    (i.wanted_holds as f64 / i.acquisitions as f64).min(1.0)
+}
+
 /// The pair as the run paid it, and its part inside the critical section, in ns.
 fn pair_as_paid(i: &Inputs) -> (f64, f64) {
     let pair = i.ns_per_pair as f64;
@@ -103,7 +141,8 @@ fn pair_as_paid(i: &Inputs) -> (f64, f64) {
         beyond += i.out_ns - i.calib_out_ns;
     }
     if i.real_ns > 0.0 && i.calib_real_ns > 0.0 {
-        beyond += i.real_ns - i.calib_real_ns;
+        // The holds nobody wanted only: a wanted lock's real calls are slow by contention.
+        beyond += (i.real_ns - i.calib_real_ns) * (1.0 - wanted_share(i));
     }
     (pair + beyond.max(0.0), (cs_run - 2.0 * read).max(0.0))
 }
@@ -113,22 +152,29 @@ pub fn estimate(i: &Inputs) -> Estimate {
     let (pair, cs) = pair_as_paid(i);
     let hooks = i.acquisitions as f64 * pair + i.contended_ns as f64 + i.slow_ns as f64;
     let serial = (i.wanted_holds as f64 * cs).min(hooks);
+    // The collector's share of the critical sections' time, and of the kernel's lock work. The
+    // measured hold holds part of the hooks' own work inside (between its clock reads): the
+    // program's own hold is at least what is left of it without all of that work.
+    let share = if cs > 0.0 { cs / i.hold_ns.max(cs) } else { 0.0 };
+    let induced = i.sys_ns.min(i.cpu_ns) as f64 * wanted_share(i) * share;
     let mut e = Estimate {
         slowdown_milli: 0,
         contended_ns: i.contended_ns,
         serialized_ns: serial as u64,
         hooks_ns: hooks as u64,
+        induced_ns: induced as u64,
     };
     let t = i.duration_ns as f64;
     if t <= 0.0 {
         return e;
     }
     let added = if i.cpu_ns > 0 {
-        // Threads' work per wall ns; the hooks' share of the CPU time is their share of the run.
-        let rate = i.cpu_ns as f64 / t;
-        serial / rate.min(1.0) + (hooks - serial) / rate
+        // Threads' work per wall ns, the kernel's work for the contention the hooks caused left
+        // out; the hooks' share of that CPU time is their share of the run.
+        let rate = (i.cpu_ns as f64 - induced) / t;
+        (serial / rate.min(1.0)).max(hooks / rate)
     } else {
-        serial + (hooks - serial) / i.parallel.max(1.0)
+        serial.max(hooks / i.parallel.max(1.0))
     };
     // The unmetered run cannot take less than a hundredth of the metered one in this model.
     let bare = (t - added).max(t / 100.0);
@@ -153,10 +199,13 @@ pub fn with_fixed(slowdown_milli: u64, duration_ns: u64, fixed_ns: u64) -> u64 {
 /// workers): each process image's added wall time, `duration x (1 - 1/slowdown)`, plus what
 /// starting and ending cost it, summed, against the run's wall time `run_ns`. `parts` are
 /// (duration ns, slowdown x 1000 with start and end in it ([`with_fixed`]), 0 when not
-/// estimated; start + end ns). Assumes the images' added times do not overlap, as when a launcher runs its
-/// program, so it is an upper bound when processes ran side by side. The same 100x ceiling as
-/// [`estimate`]; 0 when no image was estimated or the run has no duration.
-pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64) -> u64 {
+/// estimated; start + end ns). `others_ns`: what starting and ending cost the run's images that
+/// are not among `parts` (they took no lock, so the run file left them out), added whole: an
+/// image that took no lock is otherwise as fast metered as bare. Assumes the images' added
+/// times do not overlap, as when a launcher runs its program, so it is an upper bound when
+/// processes ran side by side. The same 100x ceiling as [`estimate`]; 0 when no image was
+/// estimated or the run has no duration.
+pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64, others_ns: u64) -> u64 {
     let t = run_ns as f64;
     let estimated = parts.iter().filter(|&&(_, s, _)| s > 0);
     if t <= 0.0 || estimated.clone().next().is_none() {
@@ -165,7 +214,8 @@ pub fn combine(parts: &[(u64, u64, u64)], run_ns: u64) -> u64 {
     // The image's metered wall time includes its start and end; `s` is against that.
     let added: f64 = estimated
         .map(|&(d, s, fixed)| (d + fixed) as f64 * (1.0 - 1000.0 / s.max(1000) as f64))
-        .sum();
+        .sum::<f64>()
+        + others_ns as f64;
     let bare = (t - added).max(t / 100.0);
     ((t / bare) * 1000.0).round() as u64
 }
@@ -207,6 +257,11 @@ mod tests {
         assert_eq!(pair_as_paid(&Inputs { out_ns: 0.0, real_ns: 0.0, ..missed }), (30.0, 24.0));
         // Never below the calibrated pair, nor below nothing inside.
         assert_eq!(pair_as_paid(&Inputs { cs_acq_ns: 0.0, cs_rel_ns: 0.0, ..base() }), (10.0, 0.0));
+        // Half the holds wanted by another thread: the real calls' 40 ns count for the other
+        // half only (a wanted lock's real calls are slow by contention, bare too).
+        let half = Inputs { wanted_holds: 5_000_000, ..missed };
+        assert_eq!(pair_as_paid(&half), (80.0, 24.0));
+        assert_eq!(pair_as_paid(&Inputs { wanted_holds: 10_000_000, ..missed }), (60.0, 24.0));
     }
 
     #[test]
@@ -237,12 +292,10 @@ mod tests {
         assert_eq!(estimate(&Inputs { duration_ns: 0, ..busy }).slowdown_milli, 0);
     }
 
-    #[test]
-    fn serialized_time_is_not_divided_over_cpus() {
-        // 4M holds, every one waited for, a 100 ns pair with 24 ns of hook time inside each
-        // critical section: 400 ms of hooks, 96 ms of them serialized, undivided; the other
-        // 304 ms over 4 CPUs: 172 ms of a 1 s run.
-        let sat = Inputs {
+    /// 4M holds, every one wanted, a 60 ns pair (the real calls' 40 ns beyond the calibration
+    /// left out: contention) with 24 ns of hook time inside each critical section.
+    fn saturated() -> Inputs {
+        Inputs {
             acquisitions: 4_000_000,
             wanted_holds: 4_000_000,
             cs_acq_ns: 23.0,
@@ -250,18 +303,59 @@ mod tests {
             real_ns: 52.0,
             cpu_ns: 4 * S,
             ..base()
-        };
+        }
+    }
+
+    #[test]
+    fn serialized_time_is_not_divided_over_cpus() {
+        // 240 ms of hooks, 96 ms of them serialized. On 4 CPUs the hooks' CPU time took 60 ms
+        // of wall time, but the waiting threads waited 96 ms: the added time is the larger.
+        let sat = saturated();
         let e = estimate(&sat);
-        assert_eq!(e.hooks_ns, 400_000_000);
+        assert_eq!(e.hooks_ns, 240_000_000);
         assert_eq!(e.serialized_ns, 96_000_000);
-        assert_eq!(e.slowdown_milli, 1208);
-        // Below one CPU, everything is divided by the rate: 400 ms of hooks at half a CPU.
-        assert_eq!(estimate(&Inputs { cpu_ns: S / 2, ..sat }).slowdown_milli, 5000);
-        // Without the CPU time, over the threads that ran at once.
-        assert_eq!(estimate(&Inputs { cpu_ns: 0, ..sat }).slowdown_milli, 1208);
+        assert_eq!(e.slowdown_milli, 1106);
+        // Below one CPU, the hooks' 240 ms at half a CPU: 480 ms of the run.
+        assert_eq!(estimate(&Inputs { cpu_ns: S / 2, ..sat }).slowdown_milli, 1923);
+        // Without the CPU time, over the threads that ran at once: the serialized 96 ms again.
+        assert_eq!(estimate(&Inputs { cpu_ns: 0, ..sat }).slowdown_milli, 1106);
         // The serialized time is part of the hooks' time, never more.
         let few = Inputs { acquisitions: 1, wanted_holds: 1 << 40, ..sat };
         assert_eq!(estimate(&few).serialized_ns, estimate(&few).hooks_ns);
+    }
+
+    #[test]
+    fn the_kernel_time_of_the_contention_the_hooks_caused_is_not_the_programs_work() {
+        // 3M of 4M holds wanted, 1 s of CPU time in the 1 s run, 400 ms of it system time: 300
+        // ms of it the contention's. Holds measured at 32 ns, of which the hooks' 24 ns inside
+        // each critical section: 3/4 of it, 225 ms, the collector's. The other 775 ms of CPU
+        // time ran at 0.775 per wall ns; 280 ms of it the hooks' (the real calls' 40 ns counted
+        // for a quarter of the holds): 361 ms of the run, 1.57x.
+        let hot = Inputs {
+            wanted_holds: 3_000_000,
+            cpu_ns: S,
+            sys_ns: 2 * S / 5,
+            hold_ns: 32.0,
+            ..saturated()
+        };
+        let e = estimate(&hot);
+        assert_eq!(e.induced_ns, 225_000_000);
+        assert_eq!(e.hooks_ns, 280_000_000);
+        assert_eq!(e.serialized_ns, 72_000_000);
+        assert_eq!(e.slowdown_milli, 1566);
+        // Holds not timed, or measured shorter than the hooks' work inside: the critical
+        // sections taken as the hooks' alone, 300 ms; 280 ms of the other 700.
+        assert_eq!(estimate(&Inputs { hold_ns: 15.0, ..hot }).induced_ns, 300_000_000);
+        let untimed = Inputs { hold_ns: 0.0, ..hot };
+        assert_eq!(estimate(&untimed).induced_ns, 300_000_000);
+        assert_eq!(estimate(&untimed).slowdown_milli, 1667);
+        // No lock wanted: the system time is not the contention's (I/O, page faults), all of
+        // the CPU time counts, and the real calls' 40 ns for every hold: 400 ms of hooks.
+        let alone = Inputs { wanted_holds: 0, ..hot };
+        assert_eq!(estimate(&alone).induced_ns, 0);
+        assert_eq!(estimate(&alone).slowdown_milli, 1667);
+        // System time beyond the CPU time (a measurement that cannot be) counts as the CPU time.
+        assert_eq!(estimate(&Inputs { sys_ns: 9 * S, ..untimed }).induced_ns, 750_000_000);
     }
 
     #[test]
@@ -292,22 +386,27 @@ mod tests {
         // A launcher of 1 s at 2x (0.5 s added) then its program of 3 s at 1.5x (1 s added), in
         // a 4 s run: 2.5 s unmetered, 1.6x.
         assert_eq!(
-            combine(&[(1_000_000_000, 2000, 0), (3_000_000_000, 1500, 0)], 4_000_000_000),
+            combine(&[(1_000_000_000, 2000, 0), (3_000_000_000, 1500, 0)], 4_000_000_000, 0),
             1600
         );
         // Images without an estimate add nothing; none at all: no estimate.
         assert_eq!(
-            combine(&[(1_000_000_000, 0, 0), (1_000_000_000, 1000, 0)], 2_000_000_000),
+            combine(&[(1_000_000_000, 0, 0), (1_000_000_000, 1000, 0)], 2_000_000_000, 0),
             1000
         );
-        assert_eq!(combine(&[(1_000_000_000, 0, 0)], 1_000_000_000), 0);
-        assert_eq!(combine(&[(1_000_000_000, 2000, 0)], 0), 0);
+        assert_eq!(combine(&[(1_000_000_000, 0, 0)], 1_000_000_000, 0), 0);
+        assert_eq!(combine(&[(1_000_000_000, 2000, 0)], 0, 0), 0);
         // More added than the run took: the ceiling.
-        assert_eq!(combine(&[(9_000_000_000, 10_000, 0)], 1_000_000_000), 100_000);
+        assert_eq!(combine(&[(9_000_000_000, 10_000, 0)], 1_000_000_000, 0), 100_000);
         // 100 short images of 1 ms that took no lock (1.000x) but cost 3 ms each to start and
         // end, in a 0.5 s run: 0.3 s of it the collector's, 2.5x.
         let short = with_fixed(1000, 1_000_000, 3_000_000);
         assert_eq!(short, 4000);
-        assert_eq!(combine(&vec![(1_000_000, short, 3_000_000); 100], 500_000_000), 2500);
+        assert_eq!(combine(&vec![(1_000_000, short, 3_000_000); 100], 500_000_000, 0), 2500);
+        // The same images left out of the run file, beside a launcher of 0.5 s that took its
+        // locks at 1.25x (0.1 s added): 0.3 s more, 0.1 s unmetered of the 0.5 s run, 5x.
+        assert_eq!(combine(&[(500_000_000, 1250, 0)], 500_000_000, 300_000_000), 5000);
+        // Alone, they add nothing to an image's own estimate.
+        assert_eq!(combine(&[(500_000_000, 1250, 0)], 500_000_000, 0), 1250);
     }
 }

@@ -421,6 +421,13 @@ pub struct Overhead {
     /// profile's writing until then (the rest of the file, its name and the manifest line after
     /// it are not in it). Summed over the processes of a run. 0: not measured.
     pub end_ns: u64,
+    /// The run's process images left out of its run file (they took no lock: a launcher's
+    /// shells, a script's short commands), written by `run` into the first profile of the file:
+    /// how many, and what starting and ending the collector cost them in all (the sum of their
+    /// `start_ns` and `end_ns`), in ns. Metered wall time the unmetered run would not have had,
+    /// counted in the run's estimate. 0: none (or files of earlier writers).
+    pub other_images: u64,
+    pub other_fixed_ns: u64,
 }
 
 impl Overhead {

@@ -12,7 +12,8 @@
 //! - the contended path: gathering a waiter's side (its stack) before it blocks, always timed (it
 //!   waits anyway), and the holder's side after releasing a wanted lock, timed one time in
 //!   [`SAMPLE`] and counted every time;
-//! - the process's CPU time over the run ([`process_cpu_ns`]).
+//! - the process's CPU time over the run ([`process_cpu_ns`]), and the share of it that was
+//!   system time ([`process_sys_share`]): the kernel's work for the contention the hooks caused.
 //!
 //! A sampled interval in which the thread was preempted is left out (see [`MAX_TICKS`]).
 //!
@@ -187,6 +188,24 @@ pub(crate) fn process_cpu_ns(pid: u32) -> u64 {
         return 0;
     }
     (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+/// The share of process `pid`'s CPU time that was system time, from `/proc/PID/stat` (utime and
+/// stime, fields 14 and 15, in clock ticks: the kernel's split of the exact total, sampled at
+/// its tick); 0 when it cannot be read or no tick was counted.
+pub(crate) fn process_sys_share(pid: u32) -> f64 {
+    let mut path = crate::sys::PathBuf::new();
+    path.push(b"/proc/").push_u64(u64::from(pid)).push(b"/stat");
+    let mut buf = [0u8; 2048];
+    let stat = crate::sys::read_file(path.as_cstr(), &mut buf);
+    // Fields after the command name, which ends at the last ')': state is field 3.
+    let Some(close) = stat.iter().rposition(|&c| c == b')') else { return 0.0 };
+    let rest = stat.get(close + 2..).unwrap_or(&[]);
+    let field = |n: usize| rest.split(|&c| c == b' ').nth(n - 3).and_then(crate::sys::parse_u64);
+    match (field(14), field(15)) {
+        (Some(u), Some(s)) if u.saturating_add(s) > 0 => s as f64 / u.saturating_add(s) as f64,
+        _ => 0.0,
+    }
 }
 
 /// Keeps what the calibration pairs measured in [`CALIB_CS_PS`], [`CALIB_OUT_PS`] and

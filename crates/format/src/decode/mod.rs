@@ -272,6 +272,9 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, FormatError> {
                     // Added later still: absent means not measured.
                     start_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                     end_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    // Added later still: absent means none.
+                    other_images: c.opt_u64().map_err(at)?.unwrap_or(0),
+                    other_fixed_ns: c.opt_u64().map_err(at)?.unwrap_or(0),
                 };
             }
             tag::STACK => p.stacks.push(decode_stack(&mut c).map_err(at)?),

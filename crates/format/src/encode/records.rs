@@ -274,6 +274,8 @@ impl<S: Sink> Encoder<S> {
         r.u64(o.hooks_ns);
         r.u64(o.start_ns);
         r.u64(o.end_ns);
+        r.u64(o.other_images);
+        r.u64(o.other_fixed_ns);
         self.emit(tag::OVERHEAD, 0, &mut r, &[], false)?;
         self.overhead_done = true;
         Ok(())

@@ -222,6 +222,8 @@ pub fn rich_profile() -> Profile {
             hooks_ns: 180_000,
             start_ns: 700_000,
             end_ns: 400_000,
+            other_images: 3,
+            other_fixed_ns: 9_000_000,
         },
     }
 }

@@ -24,6 +24,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         0 => 0,
         now => now.saturating_sub(crate::cost::START_CPU_NS.load(Relaxed)),
     };
+    let sys_ns = (cpu_ns as f64 * crate::cost::process_sys_share(pid)) as u64;
     let start_mono = START_MONO_NS.load(Relaxed);
     let duration = end_mono.saturating_sub(start_mono);
     let hz = CFG.calib_hz.load(Relaxed);
@@ -352,6 +353,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
     }
     // The program's acquisitions only: the collector's own calibration pairs are not its cost.
     let (mut wanted_holds, mut threads, mut wait_ns) = (0u64, 0u64, 0u64);
+    let (mut hold_ns, mut holds_timed) = (0u64, 0u64);
     for sh in rows() {
         let before = acquisitions;
         for e in sh.table.entries() {
@@ -361,6 +363,8 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
                 acquisitions += e.stats.acquisitions.get();
                 wanted_holds += e.stats.cnt_hold.get();
                 wait_ns = wait_ns.saturating_add(e.stats.wait_ns_total.get());
+                hold_ns = hold_ns.saturating_add(e.stats.hold_ns_total.get());
+                holds_timed += e.stats.holds_timed.get();
             }
         }
         threads += u64::from(acquisitions > before);
@@ -377,14 +381,19 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         }
     }
     let per_pair = NS_PER_PAIR.load(Relaxed);
-    let est = crate::cost::estimate(&cost_inputs(
+    let mut inputs = cost_inputs(
         duration,
         cpu_ns,
         acquisitions,
         wanted_holds,
         per_pair,
         crate::cost::parallelism(threads, u64::from(cpus), duration, wait_ns),
-    ));
+    );
+    inputs.sys_ns = sys_ns;
+    if holds_timed > 0 {
+        inputs.hold_ns = hold_ns as f64 / holds_timed as f64;
+    }
+    let est = crate::cost::estimate(&inputs);
     let (start_ns, end_ns) = (super::START_COST_NS.load(Relaxed), super::end_cost_ns());
     enc.overhead(&Overhead {
         ns_per_pair: per_pair,
@@ -403,6 +412,9 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         hooks_ns: est.hooks_ns,
         start_ns,
         end_ns,
+        // Only `run` knows the other images of its run: it fills these in the run file.
+        other_images: 0,
+        other_fixed_ns: 0,
     })
     .ok()?;
     Some(())
@@ -484,6 +496,8 @@ fn cost_inputs(
         slow_ns: (mean(slow_t, slow_n) * slow as f64) as u64,
         contended_ns: contended as u64,
         cpu_ns,
+        sys_ns: 0,
+        hold_ns: 0.0,
         parallel,
     }
 }

@@ -96,10 +96,21 @@ impl Analysis {
     /// they stay distinct), totals, dropped counts, the profiler's cost and per-CPU figures
     /// summed; the header is the root's (its command line), spanning the whole run, ending as
     /// the root process's last image ended. When more than one process took locks, each lock's
-    /// name starts with its process (`python3[1234]: `). One analysis is returned as it is.
+    /// name starts with its process (`python3[1234]: `). One analysis is returned as it is,
+    /// its estimate joined by what the run's images left out of the file cost (see
+    /// [`lockmeter_core::cost_model::combine`]).
     pub fn merge(mut parts: Vec<Analysis>) -> Analysis {
         if parts.len() <= 1 {
-            return parts.pop().unwrap_or_else(empty);
+            let mut a = parts.pop().unwrap_or_else(empty);
+            let o = &mut a.overhead;
+            if o.other_fixed_ns > 0 {
+                o.estimated_slowdown_milli = lockmeter_core::cost_model::combine(
+                    &[(a.header.duration_ns, o.estimated_slowdown_milli, o.start_ns + o.end_ns)],
+                    a.header.duration_ns,
+                    o.other_fixed_ns,
+                );
+            }
+            return a;
         }
         // Processes by pid: the images of one pid are one process, named by its last image.
         let mut procs: BTreeMap<u32, (u32, ProcessAgg)> = BTreeMap::new();
@@ -214,6 +225,8 @@ impl Analysis {
             overhead.ns_per_stack = overhead.ns_per_stack.max(a.overhead.ns_per_stack);
             overhead.start_ns += a.overhead.start_ns;
             overhead.end_ns += a.overhead.end_ns;
+            overhead.other_images += a.overhead.other_images;
+            overhead.other_fixed_ns += a.overhead.other_fixed_ns;
             let d = &a.dropped;
             dropped.acquisitions += d.acquisitions;
             dropped.locks += d.locks;
@@ -246,8 +259,11 @@ impl Analysis {
         }
         out.pairs.sort_by(|a, b| super::PairAgg::compare(SortKey::Wait, a, b));
         out.header = header;
-        overhead.estimated_slowdown_milli =
-            lockmeter_core::cost_model::combine(&estimates, out.header.duration_ns);
+        overhead.estimated_slowdown_milli = lockmeter_core::cost_model::combine(
+            &estimates,
+            out.header.duration_ns,
+            overhead.other_fixed_ns,
+        );
         out.overhead = overhead;
         out.dropped = dropped;
         out.totals = totals;
@@ -386,8 +402,17 @@ mod tests {
         (b.header.duration_ns, b.overhead.estimated_slowdown_milli) = (3_000_000_000, 1500);
         (a.header.start_unix_ns, a.header.end_unix_ns) = (1, 1 + 1_000_000_000);
         (b.header.start_unix_ns, b.header.end_unix_ns) = (1 + 1_000_000_000, 1 + 4_000_000_000);
-        let m = Analysis::merge(vec![a, b]);
+        let m = Analysis::merge(vec![a.clone(), b.clone()]);
         assert_eq!(m.header.duration_ns, 4_000_000_000);
         assert_eq!(m.overhead.estimated_slowdown(), Some(1.6));
+        // 30 images left out of the file (no locks), 20 ms each to start and end: 0.6 s more
+        // of the run is the collector's, 1.9 s unmetered.
+        (a.overhead.other_images, a.overhead.other_fixed_ns) = (30, 600_000_000);
+        let m = Analysis::merge(vec![a.clone(), b]);
+        assert_eq!((m.overhead.other_images, m.overhead.other_fixed_ns), (30, 600_000_000));
+        assert_eq!(m.overhead.estimated_slowdown_milli, 2105);
+        // A file of one profile counts them too: 1 s at 2x (0.5 s unmetered), 0.25 s less.
+        a.overhead.other_fixed_ns = 250_000_000;
+        assert_eq!(Analysis::merge(vec![a]).overhead.estimated_slowdown_milli, 4000);
     }
 }

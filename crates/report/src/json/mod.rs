@@ -177,6 +177,8 @@ struct OverheadOut {
     hooks_ns: u64,
     start_ns: u64,
     end_ns: u64,
+    other_images: u64,
+    other_fixed_ns: u64,
     memory_bytes: u64,
 }
 

@@ -297,6 +297,8 @@ pub fn json(a: &Analysis, opts: &ReportOptions, w: &mut dyn Write) -> io::Result
             hooks_ns: a.overhead.hooks_ns,
             start_ns: a.overhead.start_ns,
             end_ns: a.overhead.end_ns,
+            other_images: a.overhead.other_images,
+            other_fixed_ns: a.overhead.other_fixed_ns,
             memory_bytes: a.overhead.memory_bytes,
         },
         dropped: DroppedOut {

@@ -178,10 +178,11 @@ pub(super) fn header(a: &Analysis, w: &mut dyn Write) -> io::Result<()> {
                 );
             }
             // Starting and ending each process (its tables, the watcher, the profile's writing)
-            // counts where it is a visible part of the run: launchers, shell scripts, builds.
-            let fixed = o.start_ns.saturating_add(o.end_ns);
+            // counts where it is a visible part of the run: launchers, shell scripts, builds;
+            // the run's images that took no lock (left out of the file) included.
+            let fixed = o.start_ns.saturating_add(o.end_ns).saturating_add(o.other_fixed_ns);
             if h.duration_ns > 0 && fixed * 100 >= h.duration_ns {
-                let n = a.processes.len().max(1);
+                let n = a.processes.len().max(1) + o.other_images as usize;
                 line += &format!(
                     "; starting and ending {n} process{} took ~{}",
                     if n == 1 { "" } else { "es" },
