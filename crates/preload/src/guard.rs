@@ -309,12 +309,15 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
     let Args { pid, exec_fd, done_fd } = unsafe { args.read() };
     leave_program(exec_fd, done_fd);
     let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
-    if pidfd < 0 {
+    if pidfd >= 0 {
+        if !wait_gone(pid, pidfd as i32, exec_fd) {
+            return 0; // an exec: its profile was written before it
+        }
+    } else if pidfd != -(libc::ESRCH as isize) {
         return 0; // no pidfd (Linux < 5.3): no guardian
     }
-    if !wait_gone(pid, pidfd as i32, exec_fd) {
-        return 0; // an exec: its profile was written before it
-    }
+    // ESRCH: the program ended and was reaped before this process first ran (a fork child
+    // killed at once, on a loaded machine): gone as well, and its memory is still ours.
     // The program is gone: no thread of it runs, libc is ours.
     if dump::image_left() {
         return 0;
