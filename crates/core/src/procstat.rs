@@ -1,13 +1,21 @@
 //! `/proc/PID/stat`: one line `pid (comm) state ppid ...`, whose command name may hold spaces
 //! and parentheses, so fields are counted after its last `)`. The one parser of it, for the
-//! CLI's guardians and the kernel collector.
+//! CLI's guardians, the kernel collector and the preload (as bytes).
 
 use core::str::FromStr;
 
 /// Field `n` of a `/proc/PID/stat` line, numbered as proc(5) numbers them (4: the parent pid,
 /// 22: the start time in clock ticks); `None` for fields 1 and 2 (pid, name) and past the end.
 pub fn field(stat: &str, n: usize) -> Option<&str> {
-    stat.rsplit_once(')')?.1.split_whitespace().nth(n.checked_sub(3)?)
+    core::str::from_utf8(field_bytes(stat.as_bytes(), n)?).ok()
+}
+
+/// [`field`] of a line read as bytes (the preload reads `/proc` without allocating, and a command
+/// name need not be UTF-8).
+pub fn field_bytes(stat: &[u8], n: usize) -> Option<&[u8]> {
+    let close = stat.iter().rposition(|&c| c == b')')?;
+    let rest = stat.get(close + 1..)?;
+    rest.split(|c| c.is_ascii_whitespace()).filter(|f| !f.is_empty()).nth(n.checked_sub(3)?)
 }
 
 /// Field `n` (see [`field`]) of `DIR/stat`, parsed; `None` when the file cannot be read or the
@@ -31,6 +39,10 @@ mod tests {
         assert_eq!(field(stat, 2), None);
         assert_eq!(field(stat, 99), None);
         assert_eq!(field("no name here", 3), None);
+        let raw = b"7 (\xff) Z 1 2\n";
+        assert_eq!(field_bytes(raw, 3), Some(&b"Z"[..]));
+        assert_eq!(field_bytes(raw, 5), Some(&b"2"[..]), "the line's newline is not part of it");
+        assert_eq!(field_bytes(raw, 6), None);
     }
 
     #[test]

@@ -198,10 +198,7 @@ pub(crate) fn process_sys_share(pid: u32) -> f64 {
     path.push(b"/proc/").push_u64(u64::from(pid)).push(b"/stat");
     let mut buf = [0u8; 2048];
     let stat = crate::sys::read_file(path.as_cstr(), &mut buf);
-    // Fields after the command name, which ends at the last ')': state is field 3.
-    let Some(close) = stat.iter().rposition(|&c| c == b')') else { return 0.0 };
-    let rest = stat.get(close + 2..).unwrap_or(&[]);
-    let field = |n: usize| rest.split(|&c| c == b' ').nth(n - 3).and_then(crate::sys::parse_u64);
+    let field = |n| lockmeter_core::procstat::field_bytes(stat, n).and_then(crate::sys::parse_u64);
     match (field(14), field(15)) {
         (Some(u), Some(s)) if u.saturating_add(s) > 0 => s as f64 / u.saturating_add(s) as f64,
         _ => 0.0,

@@ -402,18 +402,15 @@ fn close_range(first: u32, last: u32) {
 pub(crate) fn how_it_ended(pid: i32) -> (End, u32) {
     let mut path = crate::sys::PathBuf::new();
     path.push(b"/proc/").push_u64(pid as u64).push(b"/stat");
-    // SAFETY: NUL-terminated by PathBuf.
-    let path = unsafe { core::ffi::CStr::from_ptr(path.as_ptr()) };
     let mut buf = [0u8; 2048];
-    let stat = crate::sys::read_file(path, &mut buf);
-    // Fields after the command name, which ends at the last ')': state is field 3.
-    let Some(close) = stat.iter().rposition(|&c| c == b')') else { return (End::Vanished, 0) };
-    let rest = stat.get(close + 2..).unwrap_or(&[]);
-    let fields = |n: usize| rest.split(|&c| c == b' ').nth(n - 3);
+    let stat = crate::sys::read_file(path.as_cstr(), &mut buf);
+    if !stat.contains(&b')') {
+        return (End::Vanished, 0);
+    }
+    let fields = |n: usize| lockmeter_core::procstat::field_bytes(stat, n);
     let ppid = fields(4).and_then(crate::sys::parse_u64).unwrap_or(0) as u32;
     let state = fields(3).and_then(|s| s.first().copied());
-    let code =
-        fields(52).map(|f| f.strip_suffix(b"\n").unwrap_or(f)).and_then(crate::sys::parse_u64);
+    let code = fields(52).and_then(crate::sys::parse_u64);
     match (state, code) {
         (Some(b'Z' | b'X'), Some(c)) if c & 0x7f != 0 => (End::Killed((c & 0x7f) as i32), ppid),
         (Some(b'Z' | b'X'), Some(c)) => (End::ExitGroup(((c >> 8) & 0xff) as i32), ppid),
