@@ -5,11 +5,15 @@
 // main holds hot_mutex until every worker has started and then 50 ms more, so at least one
 // waiter sleeps in the kernel whatever the scheduler does (on a loaded machine a worker can
 // start long after main); it prints its acquisitions as "acquisitions N".
+// Then two threads write 16 MiB buffers to one file at once, each write holding the file's
+// inode lock (a kernel rwsem) while it copies, so the other's write waits on it in the kernel:
+// kernel lock contention that does not depend on how mmap and page faults happen to interleave.
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -36,6 +40,34 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+static int file_fd;
+static char *file_buf;
+enum { FILE_CHUNK = 16 << 20, FILE_WRITES = 6 };
+
+static void *file_writer(void *arg) {
+    (void)arg;
+    for (int i = 0; i < FILE_WRITES; i++) {
+        if (pwrite(file_fd, file_buf, FILE_CHUNK, 0) != FILE_CHUNK) abort();
+    }
+    return NULL;
+}
+
+/* Two threads writing to one file: each write holds the inode lock while it copies 16 MiB. */
+static void file_contention(void) {
+    char path[] = "kernelmix-XXXXXX";
+    file_fd = mkstemp(path);
+    if (file_fd < 0) abort();
+    unlink(path);
+    file_buf = malloc(FILE_CHUNK);
+    if (!file_buf) abort();
+    memset(file_buf, 7, FILE_CHUNK);
+    pthread_t w[2];
+    for (int i = 0; i < 2; i++) pthread_create(&w[i], NULL, file_writer, NULL);
+    for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
+    close(file_fd);
+    free(file_buf);
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 4;
     iters = argc > 2 ? atoi(argv[2]) : 20000;
@@ -46,6 +78,7 @@ int main(int argc, char **argv) {
     usleep(50000);
     pthread_mutex_unlock(&hot_mutex);
     for (int i = 0; i < n && i < 64; i++) pthread_join(t[i], NULL);
+    file_contention();
     printf("counter %ld\n", counter);
     printf("acquisitions %ld\n", counter + 1);
     if (argc > 3 && !strcmp(argv[3], "kill9")) {
