@@ -300,7 +300,8 @@ impl Tree {
 /// The file in which every process of a run lists the profile it wrote (`LOCKMETER_MANIFEST`),
 /// or, for an image that took no lock, leaves a line instead ([`idle_images`]): `run` knows its
 /// profiles from it instead of looking for them. A private file (mode 0600,
-/// created new) in the temporary directory, removed when dropped.
+/// created new) in the temporary directory, removed when dropped (or, when `run` was killed, by
+/// the next run: [`crate::collect::remove_stale_manifests`]).
 #[derive(Debug)]
 pub(crate) struct Manifest {
     path: PathBuf,
@@ -312,6 +313,7 @@ impl Manifest {
     pub(crate) fn create() -> Option<Manifest> {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = std::env::temp_dir();
+        crate::collect::remove_stale_manifests(&dir);
         (0..100).find_map(|n| {
             let path = dir.join(format!(".lockmeter-run-{}-{n}.profiles", std::process::id()));
             std::fs::OpenOptions::new()
