@@ -247,10 +247,10 @@ fn all_stacks(p: &Profile) -> Vec<usize> {
 #[test]
 fn sampling_decisions_are_exact_on_every_path() {
     // One thread, no contention, acquisitions through every path (lock, trylock, read, write,
-    // nested): the preload makes each sampling decision on its fast path or its general path,
-    // and both move one countdown per acquisition. --hold sample:7 times every 7th hold of the
-    // thread (reads included): exactly floor(A / 7); --stack-sample 3 samples every 3rd
-    // acquisition but reads: exactly floor((A - R) / 3).
+    // nested, a semaphore's wait and trywait): the preload makes each sampling decision on its
+    // fast path or its general path, and both move one countdown per acquisition. --hold
+    // sample:7 times every 7th hold of the thread (reads included): exactly floor(A / 7);
+    // --stack-sample 3 samples every 3rd acquisition but reads: exactly floor((A - R) / 3).
     let s = Scratch::new("mixsample");
     let exe = s.compile("sampled_mix");
     let opts = ["--hold", "sample:7", "--stack-sample", "3"];
