@@ -13,8 +13,8 @@
 //!
 //! The usual calls take a fast path, as a mutex's do (`fast.rs`): a wait or try that takes a
 //! token at once while no sampling decision is due and the thread's lookup cache holds the
-//! record ([`sem_quiet_hit`], [`sem_acquired_fast`]), and a post that ends the thread's only hold,
-//! of this semaphore, that no one waits for ([`sem_release_fast`]). They record what the general
+//! record ([`sem_quiet_hit`], [`sem_acquired_fast`]), and a post that ends the hold on top of the
+//! thread's held stack, of this semaphore, that no one waits for ([`sem_release_fast`]). They record what the general
 //! path records for the same call; between the real call and the hook's return they call nothing
 //! that can set errno, so errno is the real call's without being read and set again.
 
@@ -25,7 +25,7 @@ use super::{
     Found, How, TRY_WANTED, acquired, drop_ended_holds, find_held, hold_is_timed, live, lookup_hit,
     publish_holder, push_held, releasing, try_failed,
 };
-use crate::state::{CFG, Cx, Held};
+use crate::state::{CFG, Cx, Held, Private};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::{LockKind, Mode, clock};
@@ -70,9 +70,17 @@ fn sem_acquired_fast(cx: &Cx, (found, quiet): (Found, bool), addr: usize, site: 
     let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: true, epoch };
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
-    if p.held_len == 0 {
-        p.held[0] = h;
-        p.held_len = 1;
+    let len = p.held_len;
+    // `push_held` of a semaphore hold when no hold on the stack has ended and there is room:
+    // nothing to drop, nothing to give up (a thread that holds other semaphores, as each Python
+    // thread holds its own `_tstate_lock`, pushes here too).
+    if len == 0 || none_ended(p) {
+        if let Some(slot) = p.held.get_mut(len) {
+            *slot = h;
+            p.held_len = len + 1;
+        } else {
+            sem_push_nested(cx, h);
+        }
     } else {
         sem_push_nested(cx, h);
     }
@@ -83,45 +91,57 @@ fn sem_acquired_fast(cx: &Cx, (found, quiet): (Found, bool), addr: usize, site: 
     }
 }
 
-/// `push_held` of a semaphore hold onto a non-empty held stack (out of line).
+/// `push_held` of a semaphore hold onto a held stack that is full or holds an ended hold (out of
+/// line).
 #[inline(never)]
 fn sem_push_nested(cx: &Cx, h: Held) {
     push_held(cx, h, LockKind::Semaphore);
 }
 
-/// Whether the post of `addr` may take the fast path (the caller entered metering): the thread's
-/// held stack is this semaphore's live hold alone, and no one wants it (no failed try marked it,
-/// no thread is blocked in glibc on it). Then the general path of [`sem_post_with`] has nothing
-/// to drop (`drop_ended_holds`) and no holder's side to record.
+/// Whether no semaphore hold on the thread's held stack `p` was ended by another thread's post
+/// (see `live`): then `drop_ended_holds` would drop nothing.
 #[inline(always)]
-fn sem_releasable(cx: &Cx, addr: usize) -> bool {
-    // SAFETY: busy flag held; the borrow ends here.
-    let p = unsafe { cx.private() };
-    let top = &p.held[0];
-    p.held_len == 1
-        && top.addr == addr
-        && top.sem
-        && !top.slot.is_null()
-        && live(top)
-        // SAFETY: registry slots are never unmapped.
-        && unsafe { &*top.slot }.wanted.load(Relaxed) == 0
-        && !sem_has_waiters(addr)
+fn none_ended(p: &Private) -> bool {
+    p.held.get(..p.held_len).is_some_and(|hs| hs.iter().all(live))
 }
 
-/// The post that [`sem_releasable`] allowed: what the general path records for it (the hold,
-/// when timed), the hold ended before the real post and put back if the post fails.
+/// Whether the post of `addr` may take the fast path (the caller entered metering): the top of
+/// the thread's held stack is this semaphore's live hold, no other hold on it has ended, and no
+/// one wants it (no failed try marked it, no thread is blocked in glibc on it). Then the general
+/// path of [`sem_post_with`] has nothing to drop (`drop_ended_holds`), finds this hold on top
+/// (`find_held`), and has no holder's side to record. Returns the held stack's length.
 #[inline(always)]
-fn sem_release_fast(cx: &Cx, addr: usize, post: impl FnOnce() -> c_int) -> c_int {
+fn sem_releasable(cx: &Cx, addr: usize) -> Option<usize> {
+    // SAFETY: busy flag held; the borrow ends here.
+    let p = unsafe { cx.private() };
+    let len = p.held_len;
+    let top = p.held.get(len.wrapping_sub(1))?;
+    let ok = top.addr == addr
+        && top.sem
+        && !top.slot.is_null()
+        && none_ended(p)
+        // SAFETY: registry slots are never unmapped.
+        && unsafe { &*top.slot }.wanted.load(Relaxed) == 0
+        && !sem_has_waiters(addr);
+    ok.then_some(len)
+}
+
+/// The post that [`sem_releasable`] allowed (`len`: the held stack's length): what the general
+/// path records for it (the hold, when timed), the hold ended before the real post and put back
+/// if the post fails.
+#[inline(always)]
+fn sem_release_fast(cx: &Cx, addr: usize, len: usize, post: impl FnOnce() -> c_int) -> c_int {
+    let i = len - 1;
     let t_rel = {
         // SAFETY: busy flag held; the borrow ends with this block.
-        let top = &mut unsafe { cx.private() }.held[0];
+        let Some(top) = unsafe { cx.private() }.held.get_mut(i) else { return post() };
         top.addr = 0;
         if top.t_acq != 0 { clock::now() } else { 0 }
     };
     let r = post();
     // SAFETY: busy flag held (the real call does not meter).
     let p = unsafe { cx.private() };
-    let top = &mut p.held[0];
+    let Some(top) = p.held.get_mut(i) else { return r };
     if r != 0 {
         top.addr = addr;
         return r;
@@ -130,7 +150,7 @@ fn sem_release_fast(cx: &Cx, addr: usize, post: impl FnOnce() -> c_int) -> c_int
         // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped).
         record_hold(unsafe { &*top.entry }, top.t_acq, t_rel);
     }
-    p.held_len = 0;
+    p.held_len = i;
     r
 }
 
@@ -263,8 +283,8 @@ pub(crate) fn sem_trywait_with(
 #[inline(always)]
 pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return post() };
-    if sem_releasable(&cx, addr) {
-        let r = sem_release_fast(&cx, addr, post);
+    if let Some(len) = sem_releasable(&cx, addr) {
+        let r = sem_release_fast(&cx, addr, len, post);
         crate::state::leave(cx);
         return r;
     }
