@@ -1,10 +1,11 @@
 //! End-to-end tests: settings and report options keep the counts. Hold timing off and sampled,
 //! stack depth and sampling, the collector's environment (LOCKMETER_DISABLE, LOCKMETER_CLOCK,
-//! plain LD_PRELOAD with LOCKMETER_OUTPUT and LOCKMETER_LOCKS), and the report's views,
+//! plain LD_PRELOAD with LOCKMETER_OUTPUT and LOCKMETER_LOCKS, the TSC rate an exec'd image
+//! takes from the image before), and the report's views,
 //! formats, --top, --lock and --no-symbols all agree with the program's own counts.
 //!
-//! Ground-truth programs (`tests/programs/`): ending.c, many_locks.c, sampled_mix.c, semantics.c,
-//! single.c, striped.c.
+//! Ground-truth programs (`tests/programs/`): ending.c, execer.c, many_locks.c, sampled_mix.c,
+//! semantics.c, single.c, striped.c.
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test options`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -228,6 +229,39 @@ fn plain_ld_preload_without_lockmeter_run() {
     p.expect_nothing_dropped();
 }
 
+#[test]
+fn plain_ld_preload_passes_the_tsc_rate_to_an_exec_d_image() {
+    // Under a plain LD_PRELOAD nobody passes LOCKMETER_TSC_HZ: the first image measures the TSC
+    // rate (3 ms of busy-waiting) and passes it on to the image it execs, which takes it instead
+    // of measuring its own (two measurements differ in their last digits).
+    let s = Scratch::new("ld-preload-hz");
+    let exe = s.compile("execer");
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.args(["10", "10"])
+        .current_dir(&s.dir)
+        .env("LD_PRELOAD", preload())
+        .env("LOCKMETER_OUTPUT", s.path("hz.lmp"))
+        .env_remove("LOCKMETER_TSC_HZ")
+        .env_remove("LOCKMETER_CLOCK");
+    let ran = finish("execer under LD_PRELOAD".into(), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let files = s.files_with_prefix("hz.lmp");
+    assert_eq!(files.len(), 2, "one profile per image: {files:?}\n{ran}");
+    let clocks: Vec<(Option<String>, u64)> = files
+        .iter()
+        .map(|f| {
+            let p = Profile::load(f, &ran);
+            let c = &p.header()["clock"];
+            (sf(c, "source").map(str::to_owned), u(c, "hz"))
+        })
+        .collect();
+    if clocks[0].0.as_deref() != Some("tsc") {
+        println!("SKIPPED: the collector chose the {:?} clock (no invariant TSC)", clocks[0].0);
+        return;
+    }
+    assert_eq!(clocks[0], clocks[1], "the exec'd image took the rate of the image before\n{ran}");
+}
+
 /// Every stack in a JSON report: waiter, holder and first-use stacks of every lock.
 fn all_stacks(p: &Profile) -> Vec<usize> {
     let mut v = Vec::new();
@@ -247,10 +281,10 @@ fn all_stacks(p: &Profile) -> Vec<usize> {
 #[test]
 fn sampling_decisions_are_exact_on_every_path() {
     // One thread, no contention, acquisitions through every path (lock, trylock, read, write,
-    // nested): the preload makes each sampling decision on its fast path or its general path,
-    // and both move one countdown per acquisition. --hold sample:7 times every 7th hold of the
-    // thread (reads included): exactly floor(A / 7); --stack-sample 3 samples every 3rd
-    // acquisition but reads: exactly floor((A - R) / 3).
+    // nested, a semaphore's wait and trywait): the preload makes each sampling decision on its
+    // fast path or its general path, and both move one countdown per acquisition. --hold
+    // sample:7 times every 7th hold of the thread (reads included): exactly floor(A / 7);
+    // --stack-sample 3 samples every 3rd acquisition but reads: exactly floor((A - R) / 3).
     let s = Scratch::new("mixsample");
     let exe = s.compile("sampled_mix");
     let opts = ["--hold", "sample:7", "--stack-sample", "3"];

@@ -366,7 +366,7 @@ setting!(
     Value::Count { default: 0, min: 0, max: u64::MAX },
     "HZ",
     "measured",
-    "TSC rate in Hz; `lockmeter run` measures it once and passes it on, which skips each process's 3 ms calibration."
+    "TSC rate in Hz; `lockmeter run` measures it once and passes it on, which skips each process's 3 ms calibration; the collector passes its own on to the images it execs."
 );
 setting!(
     ROOT_PPID,

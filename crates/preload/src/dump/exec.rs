@@ -1,5 +1,6 @@
-//! The exec environment: `LOCKMETER_IMAGE_SEQ` and `LOCKMETER_CALIBRATION` passed to the next
-//! image, the profile written before an exec and withdrawn when the exec fails.
+//! The exec environment: `LOCKMETER_IMAGE_SEQ`, `LOCKMETER_CALIBRATION` and (on the TSC clock)
+//! `LOCKMETER_TSC_HZ` passed to the next image, the profile written before an exec and withdrawn
+//! when the exec fails.
 
 use super::{
     BUFS, CALIBRATED, DUMP, DUMP_IDLE, End, IMAGE_SEQ, NS_PER_PAIR, NS_PER_STACK, PID,
@@ -14,11 +15,13 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 const EXEC_ENV_MAX: usize = 16384;
 const SEQ_VAR: &[u8] = b"LOCKMETER_IMAGE_SEQ=";
 const CALIB_VAR: &[u8] = b"LOCKMETER_CALIBRATION=";
+const HZ_VAR: &[u8] = b"LOCKMETER_TSC_HZ=";
 
 struct ExecEnv {
     ptrs: [*const core::ffi::c_char; EXEC_ENV_MAX],
     var: [u8; 48],
     calib: [u8; 128],
+    hz: [u8; 48],
 }
 
 struct SharedEnv(UnsafeCell<ExecEnv>);
@@ -29,6 +32,7 @@ static EXEC_ENV: SharedEnv = SharedEnv(UnsafeCell::new(ExecEnv {
     ptrs: [core::ptr::null(); EXEC_ENV_MAX],
     var: [0; 48],
     calib: [0; 128],
+    hz: [0; 48],
 }));
 pub(super) static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
 
@@ -61,9 +65,10 @@ pub(crate) fn inherit_calibration(v: Option<&[u8]>) -> bool {
     true
 }
 
-/// `envp` with `LOCKMETER_IMAGE_SEQ=<next>` and, once calibrated, `LOCKMETER_CALIBRATION` in
-/// front (any older ones left out), built in a static array; `envp` itself if metering is off,
-/// another thread is exec-ing, or it does not fit.
+/// `envp` with `LOCKMETER_IMAGE_SEQ=<next>`, once calibrated `LOCKMETER_CALIBRATION`, and on the
+/// TSC clock `LOCKMETER_TSC_HZ` (the rate this image measured or was given: the next image does
+/// not busy-wait 3 ms to measure it again) in front (any older ones left out), built in a static
+/// array; `envp` itself if metering is off, another thread is exec-ing, or it does not fit.
 pub(crate) fn env_with_image_seq(
     envp: *const *const core::ffi::c_char,
 ) -> *const *const core::ffi::c_char {
@@ -99,6 +104,18 @@ pub(crate) fn env_with_image_seq(
         env.ptrs[out] = env.calib.as_ptr().cast();
         out += 1;
     }
+    let calib_set = out > 1;
+    let hz_set = lockmeter_core::clock::source() == lockmeter_core::clock::Source::Tsc;
+    if hz_set {
+        let mut h = PathBuf::new();
+        h.push(HZ_VAR).push_u64(crate::state::CFG.calib_hz.load(Relaxed));
+        let bytes = h.bytes();
+        let n = bytes.len().min(env.hz.len() - 1);
+        env.hz[..n].copy_from_slice(&bytes[..n]);
+        env.hz[n] = 0;
+        env.ptrs[out] = env.hz.as_ptr().cast();
+        out += 1;
+    }
     let mut i = 0;
     loop {
         // SAFETY: `envp` is a NULL-terminated array of C strings (the exec contract).
@@ -109,7 +126,10 @@ pub(crate) fn env_with_image_seq(
         i += 1;
         // SAFETY: `e` is a NUL-terminated string.
         let s = unsafe { core::ffi::CStr::from_ptr(e) }.to_bytes();
-        if s.starts_with(SEQ_VAR) || (out > 1 && s.starts_with(CALIB_VAR)) {
+        if s.starts_with(SEQ_VAR)
+            || (calib_set && s.starts_with(CALIB_VAR))
+            || (hz_set && s.starts_with(HZ_VAR))
+        {
             continue;
         }
         if out + 1 >= EXEC_ENV_MAX {

@@ -151,13 +151,17 @@ fn link_new(b: &mut Bufs, fd: i32, named: bool) -> bool {
     }
 }
 
-pub(super) fn encode_to_file(b: &mut Bufs, pid: u32, end: End) -> bool {
+/// Writes this image's profile file (or its idle line); `mapped` as for `resident::measure`.
+pub(super) fn encode_to_file(b: &mut Bufs, pid: u32, end: End, mapped: bool) -> bool {
     // An image that took no lock, under `run`: a line in the manifest, no file (`b.path` empty:
-    // a failed exec has no file to withdraw).
+    // a failed exec has no file to withdraw), and no resident memory to measure (the line
+    // carries none; measuring reads the page map of every mapping the collector made).
     if super::idle::wanted(b) && super::idle::write_line(b, pid) {
         b.path.clear();
         return true;
     }
+    // The collector's resident memory, before the tables are read (`resident::measure`).
+    crate::resident::measure(mapped);
     let Some((fd, named)) = open_unnamed_or_fresh(b, pid) else {
         complain(b"cannot create the profile file next to ", b.out_base.bytes());
         return false;

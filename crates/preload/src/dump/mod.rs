@@ -183,10 +183,9 @@ fn write_profile_inner(end: End) -> bool {
         }
     }
     STATE.store(state::DONE, Release);
-    crate::resident::measure(true);
     // SAFETY: we won DUMP; no other thread touches BUFS until we release it.
     let b = unsafe { &mut *BUFS.0.get() };
-    let ok = file::encode_to_file(b, pid, end);
+    let ok = file::encode_to_file(b, pid, end, true);
     DUMP.store(if ok { DUMP_WRITTEN } else { DUMP_IDLE }, Release);
     ok
 }
@@ -217,10 +216,9 @@ pub(crate) fn write_by_guardian(ppid: u32, end: End, watcher: bool) -> bool {
     STATE.store(state::DONE, Release);
     crate::live::unlink_sock();
     PPID_SEEN.store(ppid, Relaxed);
-    crate::resident::measure(!watcher);
     // SAFETY: we hold DUMP and no thread of the program runs any more.
     let b = unsafe { &mut *BUFS.0.get() };
-    let ok = file::encode_to_file(b, PID.load(Relaxed), end);
+    let ok = file::encode_to_file(b, PID.load(Relaxed), end, !watcher);
     DUMP.store(if ok { DUMP_WRITTEN } else { DUMP_IDLE }, Release);
     ok
 }

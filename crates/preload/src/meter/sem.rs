@@ -10,18 +10,152 @@
 //! semaphore's entries on every thread's held stack (see `live`). Each function returns what the
 //! real call returned and leaves errno as that call left it: errno is read right after it and set
 //! again last.
-//!/ Whether threads are blocked in glibc on the semaphore at `addr`: glibc's `struct new_sem` on
-//!/ 64-bit targets keeps the number of blocked waiters in the high half of its first `u64`.
+//!
+//! The usual calls take a fast path, as a mutex's do (`fast.rs`): a wait or try that takes a
+//! token at once while no sampling decision is due and the thread's lookup cache holds the
+//! record ([`sem_quiet_hit`], [`sem_acquired_fast`]), and a post that ends the hold on top of the
+//! thread's held stack, of this semaphore, that no one waits for ([`sem_release_fast`]). They record what the general
+//! path records for the same call; between the real call and the hook's return they call nothing
+//! that can set errno, so errno is the real call's without being read and set again.
 
+use super::fast::{count_cpu, record_hold};
 use super::paths::end_hold;
-use super::record::Contention;
+use super::record::{Contention, refill};
 use super::{
-    How, TRY_WANTED, acquired, drop_ended_holds, find_held, hold_is_timed, releasing, try_failed,
+    Found, How, TRY_WANTED, acquired, drop_ended_holds, find_held, hold_is_timed, live, lookup_hit,
+    publish_holder, push_held, releasing, try_failed,
 };
+use crate::state::{CFG, Cx, Held, Private};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::{LockKind, Mode, clock};
 
+/// The record and slot of a semaphore acquisition that may take the fast path (the caller
+/// entered metering): a lookup-cache hit with no sampling decision due, and whether it is a quiet
+/// one (`Private::quiet`, see `record::refill`). Without quiet acquisitions, no decision is due
+/// when no countdown makes one (hold timing on or off, no stack samples: the defaults), as in a
+/// thread that takes semaphores alone, whose cost countdown never starts (semaphore
+/// acquisitions are not timed for the cost estimate). `None`: the general path.
+#[inline(always)]
+fn sem_quiet_hit(cx: &Cx, addr: usize, site: usize) -> Option<(Found, bool)> {
+    // SAFETY: busy flag held; the borrow ends here.
+    let quiet = unsafe { cx.private() }.quiet != 0;
+    if !quiet && (CFG.hold_every.load(Relaxed) >= 2 || CFG.stack_sample.load(Relaxed) != 0) {
+        return None;
+    }
+    lookup_hit(cx, addr, Mode::Exclusive, site).map(|f| (f, quiet))
+}
+
+/// Records a semaphore acquisition taken at once whose record and slot [`sem_quiet_hit`] gave
+/// (`quiet`: a quiet one): what `acquired` records for it, the hold pushed as a semaphore's, with
+/// the slot's epoch.
+#[inline(always)]
+fn sem_acquired_fast(cx: &Cx, (found, quiet): (Found, bool), addr: usize, site: usize) {
+    let (st, slot, _) = found;
+    let mode = Mode::Exclusive;
+    if quiet {
+        // SAFETY: busy flag held; the borrow ends with this block.
+        let p = unsafe { cx.private() };
+        p.quiet -= 1;
+        // A semaphore's general path does not move the cost estimate's countdown: its step
+        // given back (see `record::refill`).
+        p.cost_acq += 1;
+    }
+    count_cpu(cx);
+    st.acquisitions.add(1);
+    // Hold timing on times every hold; off, none; sampled, this one is not due (it is quiet).
+    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { clock::now().max(1) } else { 0 };
+    publish_holder(cx, st, slot, mode, site, t_acq, 0);
+    let epoch = slot.epoch.load(Relaxed);
+    let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: true, epoch };
+    // SAFETY: busy flag held.
+    let p = unsafe { cx.private() };
+    let len = p.held_len;
+    // `push_held` of a semaphore hold when no hold on the stack has ended and there is room:
+    // nothing to drop, nothing to give up (a thread that holds other semaphores, as each Python
+    // thread holds its own `_tstate_lock`, pushes here too).
+    if len == 0 || none_ended(p) {
+        if let Some(slot) = p.held.get_mut(len) {
+            *slot = h;
+            p.held_len = len + 1;
+        } else {
+            sem_push_nested(cx, h);
+        }
+    } else {
+        sem_push_nested(cx, h);
+    }
+    // The general path ends with `refill`, which makes quiet acquisitions of the cost
+    // countdown's steps (none while it is 0).
+    if !quiet && p.cost_acq != 0 {
+        refill(p);
+    }
+}
+
+/// `push_held` of a semaphore hold onto a held stack that is full or holds an ended hold (out of
+/// line).
+#[inline(never)]
+fn sem_push_nested(cx: &Cx, h: Held) {
+    push_held(cx, h, LockKind::Semaphore);
+}
+
+/// Whether no semaphore hold on the thread's held stack `p` was ended by another thread's post
+/// (see `live`): then `drop_ended_holds` would drop nothing.
+#[inline(always)]
+fn none_ended(p: &Private) -> bool {
+    p.held.get(..p.held_len).is_some_and(|hs| hs.iter().all(live))
+}
+
+/// Whether the post of `addr` may take the fast path (the caller entered metering): the top of
+/// the thread's held stack is this semaphore's live hold, no other hold on it has ended, and no
+/// one wants it (no failed try marked it, no thread is blocked in glibc on it). Then the general
+/// path of [`sem_post_with`] has nothing to drop (`drop_ended_holds`), finds this hold on top
+/// (`find_held`), and has no holder's side to record. Returns the held stack's length.
+#[inline(always)]
+fn sem_releasable(cx: &Cx, addr: usize) -> Option<usize> {
+    // SAFETY: busy flag held; the borrow ends here.
+    let p = unsafe { cx.private() };
+    let len = p.held_len;
+    let top = p.held.get(len.wrapping_sub(1))?;
+    let ok = top.addr == addr
+        && top.sem
+        && !top.slot.is_null()
+        && none_ended(p)
+        // SAFETY: registry slots are never unmapped.
+        && unsafe { &*top.slot }.wanted.load(Relaxed) == 0
+        && !sem_has_waiters(addr);
+    ok.then_some(len)
+}
+
+/// The post that [`sem_releasable`] allowed (`len`: the held stack's length): what the general
+/// path records for it (the hold, when timed), the hold ended before the real post and put back
+/// if the post fails.
+#[inline(always)]
+fn sem_release_fast(cx: &Cx, addr: usize, len: usize, post: impl FnOnce() -> c_int) -> c_int {
+    let i = len - 1;
+    let t_rel = {
+        // SAFETY: busy flag held; the borrow ends with this block.
+        let Some(top) = unsafe { cx.private() }.held.get_mut(i) else { return post() };
+        top.addr = 0;
+        if top.t_acq != 0 { clock::now() } else { 0 }
+    };
+    let r = post();
+    // SAFETY: busy flag held (the real call does not meter).
+    let p = unsafe { cx.private() };
+    let Some(top) = p.held.get_mut(i) else { return r };
+    if r != 0 {
+        top.addr = addr;
+        return r;
+    }
+    if !top.entry.is_null() {
+        // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped).
+        record_hold(unsafe { &*top.entry }, top.t_acq, t_rel);
+    }
+    p.held_len = i;
+    r
+}
+
+/// Whether threads are blocked in glibc on the semaphore at `addr`: glibc's `struct new_sem` on
+/// 64-bit targets keeps the number of blocked waiters in the high half of its first `u64`.
 #[inline(always)]
 pub(super) fn sem_has_waiters(addr: usize) -> bool {
     // SAFETY: `addr` is the `sem_t` the program passed to `sem_post` (initialized, mapped and
@@ -63,7 +197,15 @@ pub(crate) fn sem_wait_with(
     };
     let mut who = None;
     if probe {
+        let quick = sem_quiet_hit(&cx, addr, site);
         let r = try_wait();
+        if r == 0
+            && let Some(found) = quick
+        {
+            sem_acquired_fast(&cx, found, addr, site);
+            crate::state::leave(cx);
+            return 0;
+        }
         let e = errno();
         if r == 0 {
             acquired(&cx, addr, kind, mode, site, How::Immediate, None);
@@ -116,7 +258,15 @@ pub(crate) fn sem_trywait_with(
         let r = try_wait();
         return sem_unmetered(r, crate::sys::errno());
     };
+    let quick = sem_quiet_hit(&cx, addr, site);
     let r = try_wait();
+    if r == 0
+        && let Some(found) = quick
+    {
+        sem_acquired_fast(&cx, found, addr, site);
+        crate::state::leave(cx);
+        return 0;
+    }
     let e = crate::sys::errno();
     if r == 0 {
         acquired(&cx, addr, LockKind::Semaphore, Mode::Exclusive, site, How::Immediate, None);
@@ -133,6 +283,11 @@ pub(crate) fn sem_trywait_with(
 #[inline(always)]
 pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return post() };
+    if let Some(len) = sem_releasable(&cx, addr) {
+        let r = sem_release_fast(&cx, addr, len, post);
+        crate::state::leave(cx);
+        return r;
+    }
     {
         // SAFETY: busy flag held; this borrow ends before `find_held` takes its own.
         let p = unsafe { cx.private() };
