@@ -71,12 +71,23 @@ const MANY: usize = 4096;
 static MANY_LOCKS: Mutexes = Mutexes(UnsafeCell::new([libc::PTHREAD_MUTEX_INITIALIZER; MANY]));
 
 /// A contended workload: 4 threads x `pairs` lock+unlock pairs, on one mutex or on 4096 picked
-/// at random; prints the wall time in ns.
+/// at random, the threads let go together (a spin barrier: no lock of its own); prints the wall
+/// time in ns from their start. Without the barrier each thread's pairs (a few ms bare) ran
+/// mostly before the next thread was created or not, by chance: the bare run took 26 to 96 ms
+/// from one run to the next, the threads overlapping or not.
 fn contended_workload(pairs: u64, many: bool) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const THREADS: usize = 4;
+    let ready = AtomicUsize::new(0);
     let t = std::time::Instant::now();
     std::thread::scope(|s| {
-        for seed in 1..=4u64 {
+        for seed in 1..=THREADS as u64 {
+            let ready = &ready;
             s.spawn(move || {
+                ready.fetch_add(1, Ordering::AcqRel);
+                while ready.load(Ordering::Acquire) < THREADS {
+                    std::thread::yield_now();
+                }
                 let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                 for _ in 0..pairs {
                     let m = if many {

@@ -613,7 +613,9 @@ fn an_exec_passes_the_calibration_on_and_each_image_counts_its_start_and_end() {
     let out = s.path("c.lmp");
     let mut cmd = lockmeter_cmd(&s.dir);
     cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--"]);
-    cmd.arg(&exe).args(["10", "5", "execv"]).env("LOCKMETER_CALIBRATION", "7:0:3000:4000:5000");
+    cmd.arg(&exe)
+        .args(["10", "5", "execv"])
+        .env("LOCKMETER_CALIBRATION", "7:0:3000:4000:5000:6000");
     let ran = finish(format!("{cmd:?}"), spawn(&mut cmd), b"", RUN_LIMIT);
     ran.expect_code(0);
     let run = lockmeter_format::read_run_file(&out)

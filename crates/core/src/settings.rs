@@ -409,9 +409,9 @@ setting!(
     "LOCKMETER_CALIBRATION",
     Cli::None,
     Value::Text,
-    "PAIR:STACK:CS:OUT:REAL",
+    "PAIR:STACK:CS:OUT:REAL:RAW",
     "unset",
-    "Set by the collector across exec: the calibration of the image before (ns per lock+unlock pair, ns per stack, then the pair's parts inside and outside the critical section and the real lock calls, in ps), which the exec'd image takes instead of measuring its own (about 0.5 ms)."
+    "Set by the collector across exec: the calibration of the image before (ns per lock+unlock pair, ns per stack, then the pair's parts inside and outside the critical section, the real lock calls and the bare pair without the hooks, in ps), which the exec'd image takes instead of measuring its own (about 0.5 ms)."
 );
 /// The lock algorithms `--lock` swaps in (`pthread`: none, glibc's own); the lab's
 /// `lockmeter_locks::cabi::ALGOS` are the others (a test there checks the two lists agree).

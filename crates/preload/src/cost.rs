@@ -172,6 +172,10 @@ pub(crate) static CALIB_OUT_PS: AtomicU64 = AtomicU64::new(0);
 /// The same for the real lock and unlock calls.
 pub(crate) static CALIB_REAL_PS: AtomicU64 = AtomicU64::new(0);
 
+/// A bare uncontended lock+unlock pair, without the hooks, measured on the calibration lock, in
+/// ns x 1000 (0: not measured): the least the unmetered run spends on each acquisition.
+pub(crate) static RAW_PAIR_PS: AtomicU64 = AtomicU64::new(0);
+
 /// The process's CPU time (user and system, all its threads) when the run's clock started, in
 /// ns: the run's CPU time is measured from it (see [`process_cpu_ns`]).
 pub(crate) static START_CPU_NS: AtomicU64 = AtomicU64::new(0);

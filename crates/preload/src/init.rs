@@ -227,6 +227,7 @@ fn calibrate_overhead() {
     STATE.store(state::UNINIT, Release);
     state::CALIBRATING.store(false, Relaxed);
     dump::NS_PER_PAIR.store(best_metered.saturating_sub(best_raw) / N, Relaxed);
+    crate::cost::RAW_PAIR_PS.store(best_raw * 1000 / N, Relaxed);
     // Leave the calibration out: skip its identity, start a new one at this address, and clear
     // the per-CPU counts it made (no other thread of ours has metered yet).
     if let Some(reg) = state::registry()

@@ -38,17 +38,18 @@ pub(super) static EXEC_BUSY: AtomicBool = AtomicBool::new(false);
 
 /// The calibration an exec'd image takes from the image before (`LOCKMETER_CALIBRATION`, these
 /// figures in this order, `:`-separated): ns per metered pair, ns per stack, and the pair's
-/// parts inside and outside the critical section and the real lock calls, in ps.
-fn calibration() -> [&'static AtomicU64; 5] {
-    use crate::cost::{CALIB_CS_PS, CALIB_OUT_PS, CALIB_REAL_PS};
-    [&NS_PER_PAIR, &NS_PER_STACK, &CALIB_CS_PS, &CALIB_OUT_PS, &CALIB_REAL_PS]
+/// parts inside and outside the critical section and the real lock calls, and the bare pair,
+/// in ps.
+fn calibration() -> [&'static AtomicU64; 6] {
+    use crate::cost::{CALIB_CS_PS, CALIB_OUT_PS, CALIB_REAL_PS, RAW_PAIR_PS};
+    [&NS_PER_PAIR, &NS_PER_STACK, &CALIB_CS_PS, &CALIB_OUT_PS, &CALIB_REAL_PS, &RAW_PAIR_PS]
 }
 
 /// Takes the calibration `v` (`LOCKMETER_CALIBRATION`) passed on by the image before; false,
 /// and nothing taken, unless it has every figure of [`calibration`].
 pub(crate) fn inherit_calibration(v: Option<&[u8]>) -> bool {
     let fields = calibration();
-    let mut got = [0u64; 5];
+    let mut got = [0u64; 6];
     let mut it = v.unwrap_or(&[]).split(|&c| c == b':');
     for x in got.iter_mut() {
         match it.next().and_then(crate::sys::parse_u64) {

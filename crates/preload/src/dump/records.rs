@@ -499,6 +499,7 @@ fn cost_inputs(
         sys_ns: 0,
         hold_ns: 0.0,
         parallel,
+        raw_pair_ns: crate::cost::RAW_PAIR_PS.load(Relaxed) as f64 / 1000.0,
     }
 }
 
