@@ -99,13 +99,25 @@ macro_rules! real_sig {
     ($abi:literal; ($($t:ty),*) -> $r:ty) => { unsafe extern $abi fn($($t),*) -> $r };
 }
 
+/// Where a real function's address is kept: its own word, or (`in FIELD`) the field of
+/// `state::HOT` of that name (the uncontended pair's functions, in the line of the other words
+/// it reads).
+macro_rules! real_slot {
+    ($fn_name:ident) => {
+        pub(super) static $fn_name: AtomicUsize = AtomicUsize::new(0);
+    };
+    ($fn_name:ident $hot:ident) => {
+        pub(super) static $fn_name: &AtomicUsize = &crate::state::HOT.$hot;
+    };
+}
+
 macro_rules! reals {
     ($( $(#[$m:meta])* $fn_name:ident = $sym:literal $(@ $ver:ident)? $(| $fb:ident)?
-        : $(extern $abi:literal)? fn($($a:ident : $t:ty),*) -> $r:ty; )*) => {
+        $(in $hot:ident)? : $(extern $abi:literal)? fn($($a:ident : $t:ty),*) -> $r:ty; )*) => {
         #[allow(non_upper_case_globals)]
         mod slot {
             use super::*;
-            $( pub(super) static $fn_name: AtomicUsize = AtomicUsize::new(0); )*
+            $( real_slot!($fn_name $($hot)?); )*
         }
 
         /// Resolves every real function (from the constructor).
@@ -163,10 +175,10 @@ macro_rules! reals {
 
 reals! {
     mutex_lock = "pthread_mutex_lock" | fallback_mutex_lock: fn(m: *mut pthread_mutex_t) -> c_int;
-    mutex_trylock = "pthread_mutex_trylock" | fallback_mutex_trylock: fn(m: *mut pthread_mutex_t) -> c_int;
+    mutex_trylock = "pthread_mutex_trylock" | fallback_mutex_trylock in mutex_trylock: fn(m: *mut pthread_mutex_t) -> c_int;
     mutex_timedlock = "pthread_mutex_timedlock": fn(m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
     mutex_clocklock = "pthread_mutex_clocklock": fn(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int;
-    mutex_unlock = "pthread_mutex_unlock" | fallback_mutex_unlock: fn(m: *mut pthread_mutex_t) -> c_int;
+    mutex_unlock = "pthread_mutex_unlock" | fallback_mutex_unlock in mutex_unlock: fn(m: *mut pthread_mutex_t) -> c_int;
     mutex_init = "pthread_mutex_init" | fallback_mutex_init: fn(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t) -> c_int;
     mutex_destroy = "pthread_mutex_destroy" | fallback_mutex_destroy: fn(m: *mut pthread_mutex_t) -> c_int;
     rwlock_rdlock = "pthread_rwlock_rdlock" | fallback_rwlock_rdlock: fn(l: *mut pthread_rwlock_t) -> c_int;
