@@ -140,9 +140,24 @@ macro_rules! reals {
             #[inline(always)]
             #[allow(dead_code)]
             pub(crate) unsafe fn $fn_name($($a: $t),*) -> $r {
-                let mut p = slot::$fn_name.load(Relaxed);
                 type Sig = real_sig!($($abi)?; ($($t),*) -> $r);
-                if p == 0 {
+                let p = slot::$fn_name.load(Relaxed);
+                if p != 0 {
+                    // SAFETY: `p` is the address dlsym returned for this symbol, whose C
+                    // signature is the one declared here.
+                    let f: Sig = unsafe { core::mem::transmute(p) };
+                    // SAFETY: forwarded with the caller's arguments and contract.
+                    return unsafe { f($($a),*) };
+                }
+                // SAFETY: the caller's contract.
+                return unsafe { resolve_and_call($($a),*) };
+
+                /// The call before the constructor resolved the function (out of line: the
+                /// hooks' usual path is a load and a tail call).
+                #[cold]
+                #[inline(never)]
+                unsafe fn resolve_and_call($($a: $t),*) -> $r {
+                    type Sig = real_sig!($($abi)?; ($($t),*) -> $r);
                     #[allow(unused_mut, unused_assignments)]
                     let mut fb: Option<Sig> = None;
                     $( fb = Some($fb as Sig); )?
@@ -153,7 +168,7 @@ macro_rules! reals {
                     #[allow(unused_mut, unused_assignments)]
                     let mut ver: Option<&[u8]> = None;
                     $( ver = Some($ver); )?
-                    p = lookup(concat!($sym, "\0").as_bytes(), ver);
+                    let p = lookup(concat!($sym, "\0").as_bytes(), ver);
                     if p == 0 {
                         if let Some(f) = fb {
                             // SAFETY: as above.
@@ -162,12 +177,12 @@ macro_rules! reals {
                         crate::sys::fatal(concat!("lockmeter: cannot find the real ", $sym, "\n"));
                     }
                     slot::$fn_name.store(p, Relaxed);
+                    // SAFETY: `p` is the address dlsym returned for this symbol, whose C
+                    // signature is the one declared here.
+                    let f: Sig = unsafe { core::mem::transmute(p) };
+                    // SAFETY: forwarded with the caller's arguments and contract.
+                    unsafe { f($($a),*) }
                 }
-                // SAFETY: `p` is the address dlsym returned for this symbol, whose C signature is
-                // the one declared here.
-                let f: Sig = unsafe { core::mem::transmute(p) };
-                // SAFETY: forwarded with the caller's arguments and contract.
-                unsafe { f($($a),*) }
             }
         )*
     };

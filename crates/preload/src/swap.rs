@@ -191,6 +191,12 @@ fn exe_base() -> usize {
     0
 }
 
+/// Whether swapping is on (`run --lock`).
+#[inline(always)]
+pub(crate) fn active() -> bool {
+    ALGO.load(Relaxed) != 0
+}
+
 /// The algorithm, when swapping is on.
 #[inline(always)]
 fn algo() -> Option<Algo> {

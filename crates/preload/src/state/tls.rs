@@ -266,16 +266,37 @@ impl Cx {
 /// Enters metering: `None` means pass through (not ready, re-entered, or no shard).
 #[inline(always)]
 pub(crate) fn enter() -> Option<Cx> {
-    if STATE.load(Relaxed) != READY || !own_process() {
-        return None;
+    match enter_quick() {
+        Entered::Yes(cx) => Some(cx),
+        Entered::No => None,
+        Entered::Slow => enter_slow(here()?),
     }
-    let here = here()?;
+}
+
+/// What [`enter_quick`] found.
+pub(crate) enum Entered {
+    /// In metering.
+    Yes(Cx),
+    /// Pass through: not ready (or not this process's tables).
+    No,
+    /// Re-entered, or the thread has no shard yet: [`enter`] decides (out of line).
+    Slow,
+}
+
+/// [`enter`] without its out-of-line part, for a hook whose usual path then calls nothing but
+/// its last call (no value kept across a call: no register to save).
+#[inline(always)]
+pub(crate) fn enter_quick() -> Entered {
+    if STATE.load(Relaxed) != READY || !own_process() {
+        return Entered::No;
+    }
+    let Some(here) = here() else { return Entered::No };
     // SAFETY: shards are never unmapped.
     let (Some(shard), false) = (unsafe { here.shard().as_ref() }, here.busy()) else {
-        return enter_slow(here);
+        return Entered::Slow;
     };
     here.set_busy(true);
-    Some(Cx { tls: here, shard })
+    Entered::Yes(Cx { tls: here, shard })
 }
 
 /// [`enter`] of a thread that is re-entered or has no shard yet (out of line: the hooks' usual
