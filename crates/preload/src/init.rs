@@ -5,7 +5,7 @@ use crate::state::{self, CFG, STATE};
 use crate::sys::{self, env_count, getenv};
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::*;
-use lockmeter_core::clock::{self, Calibration, Source};
+use lockmeter_core::clock::{self, Calibration};
 use lockmeter_core::settings;
 use lockmeter_core::{LockKind, Mode};
 
@@ -29,6 +29,7 @@ fn init_inner() {
         return;
     }
     crate::real::resolve_all();
+    state::init_tls_offset();
     // The collector's memory is shared with the watcher (started with the guardian), before any
     // table is mapped.
     if getenv(settings::GUARDIAN.env_c).is_none_or(|v| v != b"0") {
@@ -74,7 +75,7 @@ fn init_inner() {
     if want_tsc {
         let hz = getenv(settings::TSC_HZ.env_c).and_then(sys::parse_u64).filter(|&h| h > 1_000_000);
         let hz = hz.unwrap_or_else(|| clock::measure_tsc_hz(3_000_000));
-        clock::set_source(Source::Tsc);
+        state::use_tsc();
         let c = Calibration::from_hz(hz);
         CFG.calib_hz.store(c.hz, Relaxed);
         CFG.calib_mult.store(c.mult, Relaxed);

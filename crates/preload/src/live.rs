@@ -22,7 +22,7 @@ use lockmeter_core::fixed::{Entry, FixedTable};
 pub(crate) static PAUSED: AtomicBool = AtomicBool::new(false);
 /// Ticks of the last resume: holds acquired before it are not timed (their release may have
 /// been missed while paused).
-pub(crate) static RESUMED_TICKS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static RESUMED_TICKS: &AtomicU64 = &crate::state::HOT.resumed_ticks;
 
 /// Pauses metering: hooks pass through from now on. Changes nothing once the profile was written.
 pub(crate) fn pause() {

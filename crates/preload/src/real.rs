@@ -99,13 +99,25 @@ macro_rules! real_sig {
     ($abi:literal; ($($t:ty),*) -> $r:ty) => { unsafe extern $abi fn($($t),*) -> $r };
 }
 
+/// Where a real function's address is kept: its own word, or (`in FIELD`) the field of
+/// `state::HOT` of that name (the uncontended pair's functions, in the line of the other words
+/// it reads).
+macro_rules! real_slot {
+    ($fn_name:ident) => {
+        pub(super) static $fn_name: AtomicUsize = AtomicUsize::new(0);
+    };
+    ($fn_name:ident $hot:ident) => {
+        pub(super) static $fn_name: &AtomicUsize = &crate::state::HOT.$hot;
+    };
+}
+
 macro_rules! reals {
     ($( $(#[$m:meta])* $fn_name:ident = $sym:literal $(@ $ver:ident)? $(| $fb:ident)?
-        : $(extern $abi:literal)? fn($($a:ident : $t:ty),*) -> $r:ty; )*) => {
+        $(in $hot:ident)? : $(extern $abi:literal)? fn($($a:ident : $t:ty),*) -> $r:ty; )*) => {
         #[allow(non_upper_case_globals)]
         mod slot {
             use super::*;
-            $( pub(super) static $fn_name: AtomicUsize = AtomicUsize::new(0); )*
+            $( real_slot!($fn_name $($hot)?); )*
         }
 
         /// Resolves every real function (from the constructor).
@@ -128,9 +140,24 @@ macro_rules! reals {
             #[inline(always)]
             #[allow(dead_code)]
             pub(crate) unsafe fn $fn_name($($a: $t),*) -> $r {
-                let mut p = slot::$fn_name.load(Relaxed);
                 type Sig = real_sig!($($abi)?; ($($t),*) -> $r);
-                if p == 0 {
+                let p = slot::$fn_name.load(Relaxed);
+                if p != 0 {
+                    // SAFETY: `p` is the address dlsym returned for this symbol, whose C
+                    // signature is the one declared here.
+                    let f: Sig = unsafe { core::mem::transmute(p) };
+                    // SAFETY: forwarded with the caller's arguments and contract.
+                    return unsafe { f($($a),*) };
+                }
+                // SAFETY: the caller's contract.
+                return unsafe { resolve_and_call($($a),*) };
+
+                /// The call before the constructor resolved the function (out of line: the
+                /// hooks' usual path is a load and a tail call).
+                #[cold]
+                #[inline(never)]
+                unsafe fn resolve_and_call($($a: $t),*) -> $r {
+                    type Sig = real_sig!($($abi)?; ($($t),*) -> $r);
                     #[allow(unused_mut, unused_assignments)]
                     let mut fb: Option<Sig> = None;
                     $( fb = Some($fb as Sig); )?
@@ -141,7 +168,7 @@ macro_rules! reals {
                     #[allow(unused_mut, unused_assignments)]
                     let mut ver: Option<&[u8]> = None;
                     $( ver = Some($ver); )?
-                    p = lookup(concat!($sym, "\0").as_bytes(), ver);
+                    let p = lookup(concat!($sym, "\0").as_bytes(), ver);
                     if p == 0 {
                         if let Some(f) = fb {
                             // SAFETY: as above.
@@ -150,12 +177,12 @@ macro_rules! reals {
                         crate::sys::fatal(concat!("lockmeter: cannot find the real ", $sym, "\n"));
                     }
                     slot::$fn_name.store(p, Relaxed);
+                    // SAFETY: `p` is the address dlsym returned for this symbol, whose C
+                    // signature is the one declared here.
+                    let f: Sig = unsafe { core::mem::transmute(p) };
+                    // SAFETY: forwarded with the caller's arguments and contract.
+                    unsafe { f($($a),*) }
                 }
-                // SAFETY: `p` is the address dlsym returned for this symbol, whose C signature is
-                // the one declared here.
-                let f: Sig = unsafe { core::mem::transmute(p) };
-                // SAFETY: forwarded with the caller's arguments and contract.
-                unsafe { f($($a),*) }
             }
         )*
     };
@@ -163,10 +190,10 @@ macro_rules! reals {
 
 reals! {
     mutex_lock = "pthread_mutex_lock" | fallback_mutex_lock: fn(m: *mut pthread_mutex_t) -> c_int;
-    mutex_trylock = "pthread_mutex_trylock" | fallback_mutex_trylock: fn(m: *mut pthread_mutex_t) -> c_int;
+    mutex_trylock = "pthread_mutex_trylock" | fallback_mutex_trylock in mutex_trylock: fn(m: *mut pthread_mutex_t) -> c_int;
     mutex_timedlock = "pthread_mutex_timedlock": fn(m: *mut pthread_mutex_t, t: *const timespec) -> c_int;
     mutex_clocklock = "pthread_mutex_clocklock": fn(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int;
-    mutex_unlock = "pthread_mutex_unlock" | fallback_mutex_unlock: fn(m: *mut pthread_mutex_t) -> c_int;
+    mutex_unlock = "pthread_mutex_unlock" | fallback_mutex_unlock in mutex_unlock: fn(m: *mut pthread_mutex_t) -> c_int;
     mutex_init = "pthread_mutex_init" | fallback_mutex_init: fn(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t) -> c_int;
     mutex_destroy = "pthread_mutex_destroy" | fallback_mutex_destroy: fn(m: *mut pthread_mutex_t) -> c_int;
     rwlock_rdlock = "pthread_rwlock_rdlock" | fallback_rwlock_rdlock: fn(l: *mut pthread_rwlock_t) -> c_int;

@@ -40,7 +40,7 @@ use libc::{clockid_t, pthread_mutex_t, timespec};
 use lockmeter_locks::cabi::{self, Algo};
 
 /// The algorithm (`Algo as u8`; 0: swapping off). Set once by the constructor.
-pub(crate) static ALGO: AtomicU8 = AtomicU8::new(0);
+pub(crate) static ALGO: &AtomicU8 = &crate::state::HOT.swap_algo;
 
 const MODE_OFFSET: usize = 24;
 const KIND_OFFSET: usize = 16;
@@ -189,6 +189,12 @@ fn exe_base() -> usize {
         }
     }
     0
+}
+
+/// Whether swapping is on (`run --lock`).
+#[inline(always)]
+pub(crate) fn active() -> bool {
+    ALGO.load(Relaxed) != 0
 }
 
 /// The algorithm, when swapping is on.

@@ -3,7 +3,7 @@
 //! Nothing here allocates or takes a lock; file I/O uses raw `open`/`read`/`write` calls.
 
 use core::ffi::{CStr, c_char, c_int};
-use core::sync::atomic::{AtomicIsize, AtomicU8, Ordering::Relaxed};
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering::Relaxed};
 
 /// Writes `msg` to stderr and aborts. For the impossible only.
 pub(crate) fn fatal(msg: &str) -> ! {
@@ -105,9 +105,10 @@ pub(crate) fn gettid() -> u32 {
 }
 
 /// Offset of glibc's `struct rseq` from the thread pointer, when glibc registered rseq.
-static RSEQ_OFFSET: AtomicIsize = AtomicIsize::new(0);
+/// (In `state::HOT`'s line, as `CPU_MODE`: see there.)
+static RSEQ_OFFSET: &AtomicI32 = &crate::state::HOT.rseq_offset;
 /// 0 = unknown, 1 = rseq usable, 2 = use sched_getcpu.
-static CPU_MODE: AtomicU8 = AtomicU8::new(0);
+static CPU_MODE: &AtomicU8 = &crate::state::HOT.cpu_mode;
 
 /// Finds glibc's rseq area from the addresses of glibc's `__rseq_offset` and `__rseq_size` (glibc
 /// >= 2.35 exports them; null when it does not).
@@ -125,6 +126,10 @@ pub(crate) unsafe fn init_cpu_id(off: *const isize, size: *const u32) {
     // SAFETY: both point at glibc's exported, initialized read-only variables (the caller's
     // contract).
     let (off, size) = unsafe { (*off, *size) };
+    let Ok(off) = i32::try_from(off) else {
+        CPU_MODE.store(2, Relaxed);
+        return;
+    };
     if size < 8 {
         CPU_MODE.store(2, Relaxed);
         return;
@@ -133,34 +138,58 @@ pub(crate) unsafe fn init_cpu_id(off: *const isize, size: *const u32) {
     CPU_MODE.store(1, Relaxed);
 }
 
+/// The thread pointer (x86_64 reads the rseq area `%fs`-relative instead: see `rseq_cpu_id`).
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn thread_pointer() -> usize {
     let tp: usize;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: on x86_64 Linux, %fs:0 holds the thread control block's own address.
-    unsafe {
-        core::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags))
-    };
     #[cfg(target_arch = "aarch64")]
     // SAFETY: tpidr_el0 holds the thread pointer on aarch64 Linux.
     unsafe {
         core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(target_arch = "aarch64"))]
     {
         tp = 0;
     }
     tp
 }
 
+/// The `cpu_id` of the calling thread's `struct rseq`, `off` bytes from the thread pointer: read
+/// `%fs`-relative on x86_64 (the thread pointer itself, `%fs:0`, is not loaded: a line less).
+///
+/// glibc registered rseq for every thread (checked at start-up: `__rseq_size` > 0); `cpu_id` is
+/// the u32 at offset 4 of `struct rseq`, which the kernel keeps current.
+#[inline(always)]
+fn rseq_cpu_id(off: isize) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let cpu: u32;
+        // SAFETY: `off` is glibc's `__rseq_offset`: the thread's rseq area lies there, for every
+        // thread (see above). Not `pure`: the kernel changes it between two reads.
+        unsafe {
+            core::arch::asm!(
+                "mov {c:e}, dword ptr fs:[{o} + 4]",
+                c = out(reg) cpu,
+                o = in(reg) off,
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+        cpu
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let p = thread_pointer().wrapping_add(off as usize).wrapping_add(4);
+        // SAFETY: as above.
+        unsafe { core::ptr::read_volatile(p as *const u32) }
+    }
+}
+
 /// The CPU the caller runs on (may be stale by the time it is used, as any CPU number).
 #[inline(always)]
 pub(crate) fn current_cpu() -> u32 {
     if CPU_MODE.load(Relaxed) == 1 {
-        let p = thread_pointer().wrapping_add(RSEQ_OFFSET.load(Relaxed) as usize).wrapping_add(4);
-        // SAFETY: glibc registered rseq for every thread (checked at start-up: __rseq_size > 0);
-        // `cpu_id` is the u32 at offset 4 of struct rseq, which the kernel keeps current.
-        let cpu = unsafe { core::ptr::read_volatile(p as *const u32) };
+        let cpu = rseq_cpu_id(RSEQ_OFFSET.load(Relaxed) as isize);
         if cpu < u32::MAX - 1 {
             return cpu;
         }

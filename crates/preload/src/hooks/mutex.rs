@@ -170,19 +170,12 @@ unsafe extern "C" fn imp_mutex_clocklock(
 lock_trio! {
     pthread_mutex_t, LockKind::Mutex, errno as_is;
     unlock pthread_mutex_unlock(m) {
-        // SAFETY: the caller's mutex (the libc contract).
-        if let Some(s) = unsafe { swap::existing(m) } {
-            return swapped_unlock(m, s);
+        if swap::active() {
+            // SAFETY: the caller's mutex (the libc contract).
+            return unsafe { unlock_swap_on(m) };
         }
         // SAFETY: the caller's mutex (the libc contract).
-        let infallible = unsafe { unlock_cannot_fail(m) };
-        // SAFETY: forwarded with the caller's arguments.
-        let unlock = move || unsafe { real::mutex_unlock(m) };
-        match meter::unlock_mutex_with(m as usize, infallible, unlock) {
-            Some(r) => r,
-            // SAFETY: as above; the hook's last call.
-            None => unsafe { real::mutex_unlock(m) },
-        }
+        unsafe { unlock_glibc(m) }
     }
     init pthread_mutex_init(m, a: *const libc::pthread_mutexattr_t; site) x86 "rdx", arm "x2" => imp_mutex_init {
         // SAFETY: forwarded with the caller's arguments.
@@ -208,6 +201,40 @@ lock_trio! {
 #[inline(never)]
 fn swapped_lock(m: *mut pthread_mutex_t, site: usize, s: swap::Swapped) -> c_int {
     swapped_acquire(m, site, s, || s.lock())
+}
+
+/// `pthread_mutex_unlock` of a mutex that is glibc's (not swapped). Its usual path (an untimed
+/// hold of a mutex whose unlock cannot fail) calls nothing but the real unlock, as its last call:
+/// the hook then saves no register.
+///
+/// # Safety
+/// `m` is the caller's mutex (the libc contract).
+#[inline(always)]
+unsafe fn unlock_glibc(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    let infallible = unsafe { unlock_cannot_fail(m) };
+    // SAFETY: forwarded with the caller's arguments.
+    let unlock = move || unsafe { real::mutex_unlock(m) };
+    match meter::unlock_mutex_with(m as usize, infallible, unlock) {
+        Some(r) => r,
+        // SAFETY: as above; the hook's last call.
+        None => unsafe { real::mutex_unlock(m) },
+    }
+}
+
+/// `pthread_mutex_unlock` while swapping is on (`run --lock`; out of line, as
+/// [`swapped_lock`]).
+///
+/// # Safety
+/// As for [`unlock_glibc`].
+#[inline(never)]
+unsafe fn unlock_swap_on(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller's mutex (the libc contract).
+    if let Some(s) = unsafe { swap::existing(m) } {
+        return swapped_unlock(m, s);
+    }
+    // SAFETY: as above.
+    unsafe { unlock_glibc(m) }
 }
 
 /// `pthread_mutex_unlock` of swapped mutex `m` (out of line, as [`swapped_lock`]).

@@ -12,7 +12,7 @@ use crate::state::{CFG, Cx, Held, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::stats::LiveStats;
-use lockmeter_core::{LockKind, Mode, clock};
+use lockmeter_core::{LockKind, Mode};
 
 /// The record and slot of an acquisition that may take the fast path (the caller entered
 /// metering): not a semaphore, quiet, and a lookup-cache hit. `None`: the general path.
@@ -73,7 +73,7 @@ pub(super) fn record_immediate(
     count_cpu(cx);
     st.acquisitions.add(1);
     // Hold timing on times every hold; sampled, this one is not due (it is quiet).
-    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { clock::now().max(1) } else { 0 };
+    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { crate::state::now().max(1) } else { 0 };
     publish_holder(cx, st, slot, mode, site, t_acq, 0);
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
@@ -160,11 +160,11 @@ pub(super) fn release_timed(
         }
         (h, first)
     };
-    let t_rel = if h.t_acq != 0 { clock::now() } else { 0 };
-    let r0 = clock::now();
+    let t_rel = if h.t_acq != 0 { crate::state::now() } else { 0 };
+    let r0 = crate::state::now();
     crate::cost::add(&c.rel_timed, &c.rel_ticks, u0, r0);
     let r = unlock();
-    let u1 = clock::now();
+    let u1 = crate::state::now();
     if !first {
         // SAFETY: busy flag held (the real call does not meter).
         let p = unsafe { cx.private() };
@@ -215,6 +215,19 @@ pub(super) fn release(cx: Cx, addr: usize, len: usize, unlock: impl FnOnce() -> 
     r
 }
 
+/// [`release`] out of line: the mutex unlock hook's usual path (an untimed hold, ended before
+/// the real call, which is the hook's last) then calls nothing but the real unlock, as a tail
+/// call, and saves no register.
+#[inline(never)]
+pub(super) fn release_out(
+    cx: Cx,
+    addr: usize,
+    len: usize,
+    unlock: impl FnOnce() -> c_int,
+) -> c_int {
+    release(cx, addr, len, unlock)
+}
+
 /// [`release`] in metering. The entry is read again after the real call (which does not meter),
 /// rather than kept across it.
 #[inline(always)]
@@ -226,7 +239,7 @@ fn release_top(cx: &Cx, addr: usize, len: usize, unlock: impl FnOnce() -> c_int)
         p.cost_rel -= 1;
         let Some(top) = p.held.get_mut(i) else { return unlock() };
         top.addr = 0;
-        if top.t_acq != 0 { clock::now() } else { 0 }
+        if top.t_acq != 0 { crate::state::now() } else { 0 }
     };
     let r = unlock();
     // SAFETY: busy flag held (the real call does not meter).

@@ -24,8 +24,7 @@ pub(crate) use sem::{sem_post_with, sem_trywait_with, sem_wait_with};
 
 use crate::classes::{CLASSES, NAMED, event_key, idents, key, tag};
 use crate::state::{
-    CFG, Cached, Cx, HELD_MAX, Held, LOOKUP_BITS, LOOKUP_MIN_BITS, Private, grow_lookups,
-    ticks_to_ns,
+    CFG, Cached, Cx, HELD_MAX, Held, LOOKUP_BITS, Private, grow_lookups, ticks_to_ns,
 };
 use core::sync::atomic::Ordering::Relaxed;
 use fast::{count_cpu, record_hold};
@@ -66,10 +65,11 @@ fn lookup_set(bits: u32, addr: usize, site_mode: usize) -> usize {
 }
 
 /// The number of lines in use of the lookup cache of the thread whose private part is `p`, as a
-/// power of two (never above `LOOKUP_BITS`: see `lookup_miss`).
+/// power of two: from `LOOKUP_MIN_BITS` (set when the shard is made, `state::shards`) to
+/// `LOOKUP_BITS` (see `lookup_miss`). (`lookup_set` masks whatever it is.)
 #[inline(always)]
 fn lookup_bits(p: &Private) -> u32 {
-    p.lookup_bits.max(LOOKUP_MIN_BITS)
+    p.lookup_bits
 }
 
 /// The line of the thread's lookup cache `lines` (`1 << bits` in use) that holds (`addr`,
@@ -354,7 +354,7 @@ pub(crate) fn acquired_found(
         }
     }
     let t_acq = if time_this_hold(cx) {
-        if t_now == 0 { clock::now().max(1) } else { t_now.max(1) }
+        if t_now == 0 { crate::state::now().max(1) } else { t_now.max(1) }
     } else {
         0
     };
@@ -382,7 +382,9 @@ fn publish_holder(
     t_acq: u64,
     my_stack: u64,
 ) {
-    let me = cx.shard.owner.load(Relaxed);
+    // SAFETY: busy flag held; the borrow ends here. (`owner`: the shard's, in the private line
+    // the fast path reads anyway.)
+    let me = unsafe { cx.private() }.owner;
     if mode != Mode::Read {
         let prev = slot.last_owner.load(Relaxed);
         if prev != me {

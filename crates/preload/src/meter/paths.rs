@@ -344,9 +344,39 @@ pub(crate) fn unlock_with(addr: usize, unlock: impl FnOnce() -> c_int) -> c_int 
 pub(crate) fn unlock_mutex_with(
     addr: usize,
     infallible: bool,
-    unlock: impl FnOnce() -> c_int,
+    unlock: impl FnOnce() -> c_int + Copy,
 ) -> Option<c_int> {
-    let cx = crate::state::enter()?;
+    let cx = match crate::state::enter_quick() {
+        crate::state::Entered::Yes(cx) => cx,
+        crate::state::Entered::No => return None,
+        crate::state::Entered::Slow => {
+            return Some(unlock_mutex_entering(addr, infallible, unlock));
+        }
+    };
+    unlock_mutex_metered(cx, addr, infallible, unlock)
+}
+
+/// [`unlock_mutex_with`] of a thread that [`crate::state::enter_quick`] could not enter (out of
+/// line: nothing is kept across its call).
+#[cold]
+#[inline(never)]
+fn unlock_mutex_entering(
+    addr: usize,
+    infallible: bool,
+    unlock: impl FnOnce() -> c_int + Copy,
+) -> c_int {
+    let Some(cx) = crate::state::enter() else { return unlock() };
+    unlock_mutex_metered(cx, addr, infallible, unlock).unwrap_or_else(unlock)
+}
+
+/// [`unlock_mutex_with`] in metering.
+#[inline(always)]
+fn unlock_mutex_metered(
+    cx: crate::state::Cx,
+    addr: usize,
+    infallible: bool,
+    unlock: impl FnOnce() -> c_int + Copy,
+) -> Option<c_int> {
     if let Some(len) = fast::releasable(&cx, addr) {
         if fast::release_is_timed(&cx) {
             return Some(fast::release_timed(cx, len, infallible, unlock));
@@ -356,7 +386,7 @@ pub(crate) fn unlock_mutex_with(
             crate::state::leave(cx);
             return None;
         }
-        return Some(fast::release(cx, addr, len, unlock));
+        return Some(fast::release_out(cx, addr, len, unlock));
     }
     Some(unlock_general(cx, addr, unlock))
 }

@@ -64,7 +64,7 @@ fn sem_acquired_fast(cx: &Cx, (found, quiet): (Found, bool), addr: usize, site: 
     count_cpu(cx);
     st.acquisitions.add(1);
     // Hold timing on times every hold; off, none; sampled, this one is not due (it is quiet).
-    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { clock::now().max(1) } else { 0 };
+    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { crate::state::now().max(1) } else { 0 };
     publish_holder(cx, st, slot, mode, site, t_acq, 0);
     let epoch = slot.epoch.load(Relaxed);
     let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: true, epoch };
@@ -136,7 +136,7 @@ fn sem_release_fast(cx: &Cx, addr: usize, len: usize, post: impl FnOnce() -> c_i
         // SAFETY: busy flag held; the borrow ends with this block.
         let Some(top) = unsafe { cx.private() }.held.get_mut(i) else { return post() };
         top.addr = 0;
-        if top.t_acq != 0 { clock::now() } else { 0 }
+        if top.t_acq != 0 { crate::state::now() } else { 0 }
     };
     let r = post();
     // SAFETY: busy flag held (the real call does not meter).

@@ -9,33 +9,42 @@ use lockmeter_core::registry::{Registry, Slot};
 use lockmeter_core::settings;
 use lockmeter_core::table::Memory;
 
-/// Run-time configuration (set once in the constructor).
+/// Run-time configuration (set once in the constructor). `repr(C)`: the fields the uncontended
+/// pair reads come first, in the cache line of `state::HOT` (which holds `CFG`).
+#[repr(C)]
 pub(crate) struct Config {
     /// 0 = time every hold, 1 = never, N >= 2 = one hold in N.
     pub(crate) hold_every: AtomicU32,
-    pub(crate) records_per_thread: AtomicU64,
-    pub(crate) max_threads: AtomicU32,
-    pub(crate) calib_mult: AtomicU64,
-    pub(crate) calib_hz: AtomicU64,
-    /// Frames recorded per stack (0: no stacks).
-    pub(crate) frames: AtomicU32,
     /// Record the stack of one acquisition in N (0: only contended ones).
     pub(crate) stack_sample: AtomicU32,
+    pub(crate) calib_mult: AtomicU64,
+    pub(crate) records_per_thread: AtomicU64,
+    pub(crate) max_threads: AtomicU32,
+    /// Frames recorded per stack (0: no stacks).
+    pub(crate) frames: AtomicU32,
+    pub(crate) calib_hz: AtomicU64,
     pub(crate) stacks_per_thread: AtomicU64,
     pub(crate) events_per_thread: AtomicU64,
 }
 
-pub(crate) static CFG: Config = Config {
-    hold_every: AtomicU32::new(0),
-    records_per_thread: AtomicU64::new(settings::RECORDS.default_count()),
-    max_threads: AtomicU32::new(settings::THREADS.default_count() as u32),
-    calib_mult: AtomicU64::new(1 << Calibration::SHIFT),
-    calib_hz: AtomicU64::new(1_000_000_000),
-    frames: AtomicU32::new(settings::FRAMES.default_count() as u32),
-    stack_sample: AtomicU32::new(0),
-    stacks_per_thread: AtomicU64::new(settings::STACKS.default_count()),
-    events_per_thread: AtomicU64::new(settings::EVENTS.default_count()),
-};
+impl Config {
+    /// The defaults (the constructor sets the run's).
+    pub(crate) const fn new() -> Self {
+        Config {
+            hold_every: AtomicU32::new(0),
+            stack_sample: AtomicU32::new(0),
+            calib_mult: AtomicU64::new(1 << Calibration::SHIFT),
+            records_per_thread: AtomicU64::new(settings::RECORDS.default_count()),
+            max_threads: AtomicU32::new(settings::THREADS.default_count() as u32),
+            frames: AtomicU32::new(settings::FRAMES.default_count() as u32),
+            calib_hz: AtomicU64::new(1_000_000_000),
+            stacks_per_thread: AtomicU64::new(settings::STACKS.default_count()),
+            events_per_thread: AtomicU64::new(settings::EVENTS.default_count()),
+        }
+    }
+}
+
+pub(crate) static CFG: &Config = &super::HOT.cfg;
 
 /// Ticks to ns with the calibration in force.
 #[inline(always)]

@@ -30,10 +30,11 @@ pub(crate) use shards::{
     THREADS_REFUSED, grow_lookups, init_recycling, shards,
 };
 pub(crate) use tls::{
-    Cx, enter, init_own, leave, own_again, own_process, reset_thread, set_busy, unmetered,
+    Cx, Entered, enter, enter_quick, init_own, init_tls_offset, leave, own_again, own_process,
+    reset_thread, set_busy, unmetered,
 };
 
-use core::sync::atomic::AtomicU8;
+use core::sync::atomic::{AtomicI32, AtomicIsize, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
 
 /// Hooks pass through: not initialized yet.
 pub(crate) const UNINIT: u8 = 0;
@@ -50,7 +51,74 @@ pub(crate) const DISABLED: u8 = 3;
 /// Paused on request (`lockmeter ctl PID pause`, `--delay`, `--duration`): hooks pass through.
 pub(crate) const PAUSED: u8 = 4;
 
-pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+pub(crate) static STATE: &AtomicU8 = &HOT.state;
+
+/// The process-wide words a metered uncontended lock+unlock pair reads, in one cache line (in a
+/// real program the hooks' data is evicted between lock calls: each line is a miss). Each keeps
+/// its own name where it is used, a `&'static` to its field here (a constant the compiler folds:
+/// no load through it).
+#[repr(C, align(64))]
+pub(crate) struct Hot {
+    /// [`STATE`].
+    pub(crate) state: AtomicU8,
+    /// `sys::CPU_MODE`.
+    pub(crate) cpu_mode: AtomicU8,
+    /// `swap::ALGO`.
+    pub(crate) swap_algo: AtomicU8,
+    /// Nonzero when the clock is the TSC (`lockmeter_core::clock::source`, copied: see [`now`]).
+    pub(crate) clock_tsc: AtomicU8,
+    /// `sys::RSEQ_OFFSET`.
+    pub(crate) rseq_offset: AtomicI32,
+    /// `tls::OWN`.
+    pub(crate) own: AtomicPtr<AtomicU8>,
+    /// `real::mutex_trylock`'s and `real::mutex_unlock`'s function pointers.
+    pub(crate) mutex_trylock: AtomicUsize,
+    pub(crate) mutex_unlock: AtomicUsize,
+    /// `live::RESUMED_TICKS`.
+    pub(crate) resumed_ticks: AtomicU64,
+    /// The TLS block's offset from the thread pointer (`tls::init_tls_offset`).
+    pub(crate) tls_off: AtomicIsize,
+    /// `CFG`: its leading fields (`hold_every`, `stack_sample`, `calib_mult`) in this line.
+    pub(crate) cfg: config::Config,
+}
+
+pub(crate) static HOT: Hot = Hot {
+    state: AtomicU8::new(UNINIT),
+    cpu_mode: AtomicU8::new(0),
+    swap_algo: AtomicU8::new(0),
+    clock_tsc: AtomicU8::new(0),
+    rseq_offset: AtomicI32::new(0),
+    own: AtomicPtr::new(&tls::ALWAYS_OWN as *const AtomicU8 as *mut AtomicU8),
+    mutex_trylock: AtomicUsize::new(0),
+    mutex_unlock: AtomicUsize::new(0),
+    resumed_ticks: AtomicU64::new(0),
+    tls_off: AtomicIsize::new(0),
+    cfg: config::Config::new(),
+};
+
+/// Makes the TSC the clock (constructor): `lockmeter_core::clock`'s and [`now`]'s.
+pub(crate) fn use_tsc() {
+    lockmeter_core::clock::set_source(lockmeter_core::clock::Source::Tsc);
+    HOT.clock_tsc.store(1, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// `lockmeter_core::clock::now`, the same clock, its choice read from [`HOT`]'s line (the
+/// core's word is a line more, reached through the GOT).
+#[inline(always)]
+pub(crate) fn now() -> u64 {
+    if HOT.clock_tsc.load(core::sync::atomic::Ordering::Relaxed) != 0 {
+        lockmeter_core::clock::tsc()
+    } else {
+        lockmeter_core::clock::monotonic_ns()
+    }
+}
+
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(Hot, cfg) + offset_of!(config::Config, calib_mult) + 8 <= 64);
+    assert!(offset_of!(Hot, cfg) + offset_of!(config::Config, stack_sample) + 4 <= 64);
+    assert!(offset_of!(Hot, cfg) + offset_of!(config::Config, hold_every) + 4 <= 64);
+};
 
 /// Set while the constructor meters its calibration lock (no first-use stacks for it).
 pub(crate) static CALIBRATING: core::sync::atomic::AtomicBool =

@@ -75,41 +75,56 @@ pub(crate) struct SiteStack {
     pub(crate) event: *const lockmeter_core::stacks::EventEntry,
 }
 
-/// The part of a shard only its thread touches. `repr(C)` with `held` and `held_len` first: the
-/// eBPF collector reads them (see [`lockmeter_thread_held`]).
-#[repr(C)]
+/// The part of a shard only its thread touches. `repr(C)` with `held` first: the eBPF collector
+/// reads it and `held_len` (at the offset given to [`lockmeter_thread_held`]).
+///
+/// 64-byte aligned, so that `held` is a whole number of cache lines and the words an uncontended
+/// lock+unlock pair reads and writes besides `held[0]` (`held_len` through `owner`) share the one
+/// line after it (checked below): with `held[0]`, two lines of the thread's own.
+#[repr(C, align(64))]
 pub(crate) struct Private {
     pub(crate) held: [Held; HELD_MAX],
     pub(crate) held_len: usize,
-    /// Lines of the thread's lookup cache in use: `1 << lookup_bits` (0: [`LOOKUP_MIN_BITS`]) of
-    /// the `1 << LOOKUP_BITS` reserved at [`LOOKUP_OFF`] in the shard's mapping (see
-    /// [`Shard::lookups`] and `meter::lookup`).
+    /// Acquisitions to come that no sampling decision is due for, the countdowns below already
+    /// advanced over them (see `meter::record::refill`): the fast path only counts this down.
+    pub(crate) quiet: u32,
+    /// Lines of the thread's lookup cache in use: `1 << lookup_bits` ([`LOOKUP_MIN_BITS`] when the
+    /// shard is made) of the `1 << LOOKUP_BITS` reserved at [`LOOKUP_OFF`] in the shard's mapping
+    /// (see [`Shard::lookups`] and `meter::lookup`).
     pub(crate) lookup_bits: u32,
     /// The registry's first slot, set when the first line is placed: a line's slot index is an
     /// offset from it.
     pub(crate) slot_base: *const Slot,
-    pub(crate) sample: u32,
     /// The condvar wait this thread is in: (mutex, call site, start ticks); addr 0 when none.
     /// Left set when the wait is cancelled: glibc re-acquires the mutex before unwinding, and the
     /// cleanup handler's unlock then finds it here instead of on the held stack.
     pub(crate) cond_addr: usize,
+    /// Count acquisitions, releases and holder-side captures for cost sampling (see `cost`).
+    pub(crate) cost_acq: u32,
+    pub(crate) cost_rel: u32,
+    /// Counts acquisitions for stack sampling.
+    pub(crate) stack_sample: u32,
+    pub(crate) sample: u32,
+    /// [`Shard::owner`], the thread's owner id in the registry, as the fast path reads it (set
+    /// with it by `Shard::set_thread`, on the thread itself).
+    pub(crate) owner: u32,
+    pub(crate) cost_holding: u32,
     pub(crate) cond_site: usize,
     pub(crate) cond_t0: u64,
     pub(crate) cond_wanted: bool,
     /// This thread's unwind cache (null: no stacks for this thread).
     pub(crate) unwind_cache: *mut crate::unwind::TheCache,
-    /// Counts acquisitions for stack sampling.
-    pub(crate) stack_sample: u32,
     /// Stacks by call site (see `meter::site_stack`); zeroed with the stack store.
     pub(crate) site_stacks: [SiteStack; SITE_STACKS],
-    /// Count acquisitions, releases and holder-side captures for cost sampling (see `cost`).
-    pub(crate) cost_acq: u32,
-    pub(crate) cost_rel: u32,
-    pub(crate) cost_holding: u32,
-    /// Acquisitions to come that no sampling decision is due for, the countdowns above already
-    /// advanced over them (see `meter::record::refill`): the fast path only counts this down.
-    pub(crate) quiet: u32,
 }
+
+// The uncontended pair's words (`held_len` .. `owner`) in the one line after `held`.
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(Private, held_len) % 64 == 0);
+    assert!(offset_of!(Private, owner) + 4 <= offset_of!(Private, held_len) + 64);
+    assert!(offset_of!(Private, cond_addr) + 8 <= offset_of!(Private, held_len) + 64);
+};
 
 /// Per-CPU counters of one thread.
 #[derive(Default)]
@@ -222,6 +237,9 @@ impl Shard {
         self.tid.store(sys::gettid(), Relaxed);
         self.stack_top.store(thread_stack_top(), Relaxed);
         self.owner.store(owner, Relaxed);
+        // SAFETY: called on the shard's own thread, inside its hooks' bookkeeping (busy flag set)
+        // or before the shard is published: no other reference to `private` is live.
+        unsafe { (*self.private.get()).owner = owner };
     }
 }
 
@@ -451,6 +469,7 @@ fn create_shard() -> *const Shard {
         if with_stacks {
             (*(*sp).private.get()).unwind_cache = crate::unwind::take_cache();
         }
+        (*(*sp).private.get()).lookup_bits = LOOKUP_MIN_BITS;
         core::ptr::addr_of_mut!((*sp).index).write(idx as u32 + 1);
         (*sp).set_thread(idx as u32 + 1);
     }

@@ -15,8 +15,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
 /// find zero and are not metered (their hooks pass through; their profile is never written,
 /// `dump::write_profile` being for `PID` only). Until the constructor maps the page (or where
 /// the kernel lacks `MADV_WIPEONFORK`, Linux < 4.14) it points at [`ALWAYS_OWN`].
-static OWN: AtomicPtr<AtomicU8> = AtomicPtr::new(&ALWAYS_OWN as *const AtomicU8 as *mut AtomicU8);
-static ALWAYS_OWN: AtomicU8 = AtomicU8::new(1);
+static OWN: &AtomicPtr<AtomicU8> = &super::HOT.own;
+pub(super) static ALWAYS_OWN: AtomicU8 = AtomicU8::new(1);
 
 /// Whether this process owns the collector's tables (not a `_Fork` or raw `clone` child).
 #[inline(always)]
@@ -63,10 +63,11 @@ pub(crate) struct Tls {
 // On x86_64 the block is a `.tbss` symbol reached through the initial-exec TLS model: one
 // `%fs`-relative load, where Rust's `thread_local!` in a cdylib calls `__tls_get_addr` on every
 // access (general-dynamic model). A library loaded by LD_PRELOAD always gets static TLS.
+// 16-byte aligned: its two words never straddle two cache lines.
 #[cfg(target_arch = "x86_64")]
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
-    ".p2align 3",
+    ".p2align 4",
     ".globl __lockmeter_preload_tls",
     ".hidden __lockmeter_preload_tls",
     ".type __lockmeter_preload_tls, @object",
@@ -76,6 +77,138 @@ core::arch::global_asm!(
     ".popsection",
 );
 const _: () = assert!(size_of::<Tls>() <= 16 && align_of::<Tls>() <= 8);
+
+/// Keeps the TLS block's offset from the thread pointer in `state::HOT`, for [`Here`]
+/// (constructor, before `STATE` is first `READY`).
+pub(crate) fn init_tls_offset() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let off: isize;
+        // SAFETY: loads the block's offset from the thread pointer (a GOT entry filled by the
+        // dynamic linker); reads nothing else.
+        unsafe {
+            core::arch::asm!(
+                "mov {o}, qword ptr [rip + __lockmeter_preload_tls@GOTTPOFF]",
+                o = out(reg) off,
+                options(nostack, pure, readonly, preserves_flags)
+            );
+        }
+        TLS_OFF.store(off, Relaxed);
+    }
+}
+
+/// The TLS block's offset from the thread pointer, once the constructor set it.
+#[cfg(target_arch = "x86_64")]
+static TLS_OFF: &core::sync::atomic::AtomicIsize = &super::HOT.tls_off;
+
+/// The calling thread's TLS block as a hook in metering reaches it. On x86_64: its offset from
+/// the thread pointer (read from `state::HOT`'s line, which the hook reads anyway, rather than
+/// from the GOT), each word read and written `%fs`-relative, so that the thread pointer itself
+/// (`%fs:0`, a line of glibc's thread descriptor no lock call of the program reads) is not
+/// loaded. Elsewhere: its address.
+#[derive(Clone, Copy)]
+pub(crate) struct Here(
+    #[cfg(target_arch = "x86_64")] isize,
+    #[cfg(not(target_arch = "x86_64"))] *const Tls,
+);
+
+/// The calling thread's [`Here`], for a hook that found `STATE` `READY` (so the constructor has
+/// set [`TLS_OFF`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn here() -> Option<Here> {
+    Some(Here(TLS_OFF.load(Relaxed)))
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Here {
+    /// [`Tls::shard`].
+    #[inline(always)]
+    fn shard(self) -> *const Shard {
+        let v: usize;
+        // SAFETY: `self.0` is the TLS block's offset from the thread pointer (static TLS, the
+        // same for every thread); the block is alive as long as the thread and its `shard` is a
+        // pointer (`Cell` is `repr(transparent)`).
+        unsafe {
+            core::arch::asm!(
+                "mov {v}, qword ptr fs:[{o} + {d}]",
+                v = out(reg) v,
+                o = in(reg) self.0,
+                d = const core::mem::offset_of!(Tls, shard),
+                options(nostack, pure, readonly, preserves_flags)
+            );
+        }
+        v as *const Shard
+    }
+
+    /// [`Tls::busy`].
+    #[inline(always)]
+    fn busy(self) -> bool {
+        let v: u32;
+        // SAFETY: as in `shard`; `busy` is a `bool` (0 or 1).
+        unsafe {
+            core::arch::asm!(
+                "movzx {v:e}, byte ptr fs:[{o} + {d}]",
+                v = out(reg) v,
+                o = in(reg) self.0,
+                d = const core::mem::offset_of!(Tls, busy),
+                options(nostack, pure, readonly, preserves_flags)
+            );
+        }
+        v != 0
+    }
+
+    /// Sets [`Tls::busy`].
+    #[inline(always)]
+    fn set_busy(self, b: bool) {
+        // SAFETY: as in `shard`; writes the `bool` `busy` (0 or 1), which only this thread
+        // touches.
+        unsafe {
+            if b {
+                core::arch::asm!(
+                    "mov byte ptr fs:[{o} + {d}], 1",
+                    o = in(reg) self.0,
+                    d = const core::mem::offset_of!(Tls, busy),
+                    options(nostack, preserves_flags)
+                );
+            } else {
+                core::arch::asm!(
+                    "mov byte ptr fs:[{o} + {d}], 0",
+                    o = in(reg) self.0,
+                    d = const core::mem::offset_of!(Tls, busy),
+                    options(nostack, preserves_flags)
+                );
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn here() -> Option<Here> {
+    tls().map(|t| Here(t))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+impl Here {
+    #[inline(always)]
+    fn block(self) -> &'static Tls {
+        // SAFETY: the calling thread's block (`here`), alive as long as the thread.
+        unsafe { &*self.0 }
+    }
+    #[inline(always)]
+    fn shard(self) -> *const Shard {
+        self.block().shard.get()
+    }
+    #[inline(always)]
+    fn busy(self) -> bool {
+        self.block().busy.get()
+    }
+    #[inline(always)]
+    fn set_busy(self, b: bool) {
+        self.block().busy.set(b)
+    }
+}
 
 /// This thread's TLS block.
 #[cfg(target_arch = "x86_64")]
@@ -112,7 +245,7 @@ pub(crate) fn tls() -> Option<&'static Tls> {
 
 /// A hook's view of its thread while it meters.
 pub(crate) struct Cx {
-    pub(crate) tls: *const Tls,
+    pub(crate) tls: Here,
     pub(crate) shard: &'static Shard,
 }
 
@@ -133,24 +266,46 @@ impl Cx {
 /// Enters metering: `None` means pass through (not ready, re-entered, or no shard).
 #[inline(always)]
 pub(crate) fn enter() -> Option<Cx> {
+    match enter_quick() {
+        Entered::Yes(cx) => Some(cx),
+        Entered::No => None,
+        Entered::Slow => enter_slow(here()?),
+    }
+}
+
+/// What [`enter_quick`] found.
+pub(crate) enum Entered {
+    /// In metering.
+    Yes(Cx),
+    /// Pass through: not ready (or not this process's tables).
+    No,
+    /// Re-entered, or the thread has no shard yet: [`enter`] decides (out of line).
+    Slow,
+}
+
+/// [`enter`] without its out-of-line part, for a hook whose usual path then calls nothing but
+/// its last call (no value kept across a call: no register to save).
+#[inline(always)]
+pub(crate) fn enter_quick() -> Entered {
     if STATE.load(Relaxed) != READY || !own_process() {
-        return None;
+        return Entered::No;
     }
-    let t = tls()?;
-    let sp = t.shard.get();
-    if t.busy.get() || sp.is_null() {
-        return enter_slow(t);
-    }
-    t.busy.set(true);
+    let Some(here) = here() else { return Entered::No };
     // SAFETY: shards are never unmapped.
-    Some(Cx { tls: t, shard: unsafe { &*sp } })
+    let (Some(shard), false) = (unsafe { here.shard().as_ref() }, here.busy()) else {
+        return Entered::Slow;
+    };
+    here.set_busy(true);
+    Entered::Yes(Cx { tls: here, shard })
 }
 
 /// [`enter`] of a thread that is re-entered or has no shard yet (out of line: the hooks' usual
 /// path stays short).
 #[cold]
 #[inline(never)]
-fn enter_slow(t: &'static Tls) -> Option<Cx> {
+fn enter_slow(here: Here) -> Option<Cx> {
+    // The same block as `here`, reached through its address.
+    let t = tls()?;
     if t.busy.get() {
         return None;
     }
@@ -170,7 +325,7 @@ fn enter_slow(t: &'static Tls) -> Option<Cx> {
     }
     t.busy.set(true);
     // SAFETY: shards are never unmapped.
-    Some(Cx { tls: t, shard: unsafe { &*sp } })
+    Some(Cx { tls: here, shard: unsafe { &*sp } })
 }
 
 /// Passes through the result `r` of an acquisition made without metering, counting it as not
@@ -191,8 +346,7 @@ pub(crate) fn unmetered(r: c_int) -> c_int {
 /// Leaves metering.
 #[inline(always)]
 pub(crate) fn leave(cx: Cx) {
-    // SAFETY: see `enter`.
-    unsafe { (*cx.tls).busy.set(false) };
+    cx.tls.set_busy(false);
 }
 
 /// Sets the calling thread's `busy` flag (its hooks pass through while it is set).
