@@ -21,6 +21,7 @@ mod record;
 mod report_cmd;
 mod run;
 mod settings_args;
+mod stale;
 mod top;
 mod tree;
 

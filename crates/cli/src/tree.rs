@@ -301,7 +301,7 @@ impl Tree {
 /// or, for an image that took no lock, leaves a line instead ([`idle_images`]): `run` knows its
 /// profiles from it instead of looking for them. A private file (mode 0600,
 /// created new) in the temporary directory, removed when dropped (or, when `run` was killed, by
-/// the next run: [`crate::collect::remove_stale_manifests`]).
+/// the next run: [`crate::stale::remove_stale_manifests`]).
 #[derive(Debug)]
 pub(crate) struct Manifest {
     path: PathBuf,
@@ -313,7 +313,7 @@ impl Manifest {
     pub(crate) fn create() -> Option<Manifest> {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = std::env::temp_dir();
-        crate::collect::remove_stale_manifests(&dir);
+        crate::stale::remove_stale_manifests(&dir);
         (0..100).find_map(|n| {
             let path = dir.join(format!(".lockmeter-run-{}-{n}.profiles", std::process::id()));
             std::fs::OpenOptions::new()
