@@ -232,11 +232,27 @@ pub(super) fn release_out(
 /// rather than kept across it.
 #[inline(always)]
 fn release_top(cx: &Cx, addr: usize, len: usize, unlock: impl FnOnce() -> c_int) -> c_int {
+    end_top::<true>(cx, addr, len, unlock)
+}
+
+/// Ends the hold on top of a held stack of `len` entries around the real release `unlock`: the
+/// entry taken out before the call (its end time read when the hold is timed), put back if the
+/// release fails, its hold recorded and the stack popped if it succeeds. `COST_REL`: the release
+/// moves the cost estimate's release countdown (a semaphore's post does not).
+#[inline(always)]
+pub(super) fn end_top<const COST_REL: bool>(
+    cx: &Cx,
+    addr: usize,
+    len: usize,
+    unlock: impl FnOnce() -> c_int,
+) -> c_int {
     let i = len - 1;
     let t_rel = {
         // SAFETY: busy flag held; the borrow ends with this block.
         let p = unsafe { cx.private() };
-        p.cost_rel -= 1;
+        if COST_REL {
+            p.cost_rel -= 1;
+        }
         let Some(top) = p.held.get_mut(i) else { return unlock() };
         top.addr = 0;
         if top.t_acq != 0 { crate::state::now() } else { 0 }

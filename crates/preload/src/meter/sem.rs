@@ -18,7 +18,7 @@
 //! path records for the same call; between the real call and the hook's return they call nothing
 //! that can set errno, so errno is the real call's without being read and set again.
 
-use super::fast::{count_cpu, record_hold};
+use super::fast::count_cpu;
 use super::paths::end_hold;
 use super::record::{Contention, refill};
 use super::{
@@ -131,27 +131,7 @@ fn sem_releasable(cx: &Cx, addr: usize) -> Option<usize> {
 /// if the post fails.
 #[inline(always)]
 fn sem_release_fast(cx: &Cx, addr: usize, len: usize, post: impl FnOnce() -> c_int) -> c_int {
-    let i = len - 1;
-    let t_rel = {
-        // SAFETY: busy flag held; the borrow ends with this block.
-        let Some(top) = unsafe { cx.private() }.held.get_mut(i) else { return post() };
-        top.addr = 0;
-        if top.t_acq != 0 { crate::state::now() } else { 0 }
-    };
-    let r = post();
-    // SAFETY: busy flag held (the real call does not meter).
-    let p = unsafe { cx.private() };
-    let Some(top) = p.held.get_mut(i) else { return r };
-    if r != 0 {
-        top.addr = addr;
-        return r;
-    }
-    if !top.entry.is_null() {
-        // SAFETY: `entry` points at a LiveStats inside this thread's table (never unmapped).
-        record_hold(unsafe { &*top.entry }, top.t_acq, t_rel);
-    }
-    p.held_len = i;
-    r
+    super::fast::end_top::<false>(cx, addr, len, post)
 }
 
 /// Whether threads are blocked in glibc on the semaphore at `addr`: glibc's `struct new_sem` on
