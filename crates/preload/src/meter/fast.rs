@@ -8,7 +8,7 @@
 
 use super::{Found, lookup_hit, publish_holder, push_held};
 use crate::state::CpuCounters;
-use crate::state::{CFG, Cx, Held, ticks_to_ns};
+use crate::state::{CFG, Cx, Held, Private, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::stats::LiveStats;
@@ -55,13 +55,15 @@ pub(super) fn acquired_fast<const TRY: bool>(
             p.stack_sample += 1;
         }
     }
-    record_immediate(cx, found, addr, kind, mode, site);
+    record_immediate::<false>(cx, found, addr, kind, mode, site);
 }
 
 /// What `acquired_found` records for an acquisition taken at once whose record and slot are
-/// `found`, its sampling decisions made and none due.
+/// `found`, its sampling decisions made and none due. `SEM`: a semaphore's (`meter/sem.rs`): the
+/// hold is pushed as a semaphore's, with the slot's epoch, and onto a held stack with other holds
+/// too when none of them has ended (as each Python thread holds its own `_tstate_lock`).
 #[inline(always)]
-pub(super) fn record_immediate(
+pub(super) fn record_immediate<const SEM: bool>(
     cx: &Cx,
     found: Found,
     addr: usize,
@@ -72,12 +74,14 @@ pub(super) fn record_immediate(
     let (st, slot, _) = found;
     count_cpu(cx);
     st.acquisitions.add(1);
-    // Hold timing on times every hold; sampled, this one is not due (it is quiet).
+    // Hold timing on times every hold; off, none; sampled, this one is not due (it is quiet).
     let t_acq = if CFG.hold_every.load(Relaxed) == 0 { crate::state::now().max(1) } else { 0 };
     publish_holder(cx, st, slot, mode, site, t_acq, 0);
+    let epoch = if SEM { slot.epoch.load(Relaxed) } else { 0 };
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
-    if p.held_len == 0 {
+    let len = p.held_len;
+    if len == 0 {
         // The usual case: no other lock held, nothing on the stack to check.
         let h = &mut p.held[0];
         h.addr = addr;
@@ -85,13 +89,31 @@ pub(super) fn record_immediate(
         h.slot = slot;
         h.t_acq = t_acq;
         h.mode = mode as u8;
-        h.sem = false;
-        h.epoch = 0;
+        h.sem = SEM;
+        h.epoch = epoch;
         p.held_len = 1;
-    } else {
-        let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: false, epoch: 0 };
-        push_nested(cx, h, kind);
+        return;
     }
+    let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: SEM, epoch };
+    // `push_held` of a semaphore hold when no hold on the stack has ended and there is room:
+    // nothing to drop, no earlier entry to take out (a semaphore's holds are not matched by
+    // address), nothing to give up.
+    if SEM
+        && none_ended(p)
+        && let Some(top) = p.held.get_mut(len)
+    {
+        *top = h;
+        p.held_len = len + 1;
+        return;
+    }
+    push_nested(cx, h, kind);
+}
+
+/// Whether no semaphore hold on the thread's held stack `p` was ended by another thread's post
+/// (see `live`): then `drop_ended_holds` would drop nothing.
+#[inline(always)]
+pub(super) fn none_ended(p: &Private) -> bool {
+    p.held.get(..p.held_len).is_some_and(|hs| hs.iter().all(super::live))
 }
 
 /// `push_held` onto a non-empty held stack (out of line: the fast path stays short).

@@ -102,7 +102,7 @@ fn lock_metered<const TIMED: bool>(
         // with the fast path's code: the cost estimate times the path most acquisitions take.
         let quick = match found {
             Ok(f) if TIMED && kind != LockKind::Semaphore && decisions_quiet(cx, mode) => {
-                fast::record_immediate(cx, f, addr, kind, mode, site);
+                fast::record_immediate::<false>(cx, f, addr, kind, mode, site);
                 true
             }
             found => {

@@ -14,18 +14,18 @@
 //! The usual calls take a fast path, as a mutex's do (`fast.rs`): a wait or try that takes a
 //! token at once while no sampling decision is due and the thread's lookup cache holds the
 //! record ([`sem_quiet_hit`], [`sem_acquired_fast`]), and a post that ends the hold on top of the
-//! thread's held stack, of this semaphore, that no one waits for ([`sem_release_fast`]). They record what the general
-//! path records for the same call; between the real call and the hook's return they call nothing
+//! thread's held stack, of this semaphore, that no one waits for ([`sem_releasable`]). They
+//! record what the general path records for the same call; between the real call and the hook's return they call nothing
 //! that can set errno, so errno is the real call's without being read and set again.
 
-use super::fast::count_cpu;
+use super::fast::{self, none_ended};
 use super::paths::end_hold;
 use super::record::{Contention, refill};
 use super::{
-    Found, How, TRY_WANTED, acquired, drop_ended_holds, find_held, hold_is_timed, live, lookup_hit,
-    publish_holder, push_held, releasing, try_failed,
+    Found, How, TRY_WANTED, acquired, drop_ended_holds, find_held, hold_is_timed, lookup_hit,
+    releasing, try_failed,
 };
-use crate::state::{CFG, Cx, Held, Private};
+use crate::state::{CFG, Cx};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
 use lockmeter_core::{LockKind, Mode, clock};
@@ -47,12 +47,10 @@ fn sem_quiet_hit(cx: &Cx, addr: usize, site: usize) -> Option<(Found, bool)> {
 }
 
 /// Records a semaphore acquisition taken at once whose record and slot [`sem_quiet_hit`] gave
-/// (`quiet`: a quiet one): what `acquired` records for it, the hold pushed as a semaphore's, with
-/// the slot's epoch.
+/// (`quiet`: a quiet one): what `acquired` records for it ([`fast::record_immediate`] of a
+/// semaphore's hold).
 #[inline(always)]
 fn sem_acquired_fast(cx: &Cx, (found, quiet): (Found, bool), addr: usize, site: usize) {
-    let (st, slot, _) = found;
-    let mode = Mode::Exclusive;
     if quiet {
         // SAFETY: busy flag held; the borrow ends with this block.
         let p = unsafe { cx.private() };
@@ -61,48 +59,14 @@ fn sem_acquired_fast(cx: &Cx, (found, quiet): (Found, bool), addr: usize, site: 
         // given back (see `record::refill`).
         p.cost_acq += 1;
     }
-    count_cpu(cx);
-    st.acquisitions.add(1);
-    // Hold timing on times every hold; off, none; sampled, this one is not due (it is quiet).
-    let t_acq = if CFG.hold_every.load(Relaxed) == 0 { crate::state::now().max(1) } else { 0 };
-    publish_holder(cx, st, slot, mode, site, t_acq, 0);
-    let epoch = slot.epoch.load(Relaxed);
-    let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: true, epoch };
+    fast::record_immediate::<true>(cx, found, addr, LockKind::Semaphore, Mode::Exclusive, site);
     // SAFETY: busy flag held.
     let p = unsafe { cx.private() };
-    let len = p.held_len;
-    // `push_held` of a semaphore hold when no hold on the stack has ended and there is room:
-    // nothing to drop, nothing to give up (a thread that holds other semaphores, as each Python
-    // thread holds its own `_tstate_lock`, pushes here too).
-    if len == 0 || none_ended(p) {
-        if let Some(slot) = p.held.get_mut(len) {
-            *slot = h;
-            p.held_len = len + 1;
-        } else {
-            sem_push_nested(cx, h);
-        }
-    } else {
-        sem_push_nested(cx, h);
-    }
     // The general path ends with `refill`, which makes quiet acquisitions of the cost
     // countdown's steps (none while it is 0).
     if !quiet && p.cost_acq != 0 {
         refill(p);
     }
-}
-
-/// `push_held` of a semaphore hold onto a held stack that is full or holds an ended hold (out of
-/// line).
-#[inline(never)]
-fn sem_push_nested(cx: &Cx, h: Held) {
-    push_held(cx, h, LockKind::Semaphore);
-}
-
-/// Whether no semaphore hold on the thread's held stack `p` was ended by another thread's post
-/// (see `live`): then `drop_ended_holds` would drop nothing.
-#[inline(always)]
-fn none_ended(p: &Private) -> bool {
-    p.held.get(..p.held_len).is_some_and(|hs| hs.iter().all(live))
 }
 
 /// Whether the post of `addr` may take the fast path (the caller entered metering): the top of
@@ -124,14 +88,6 @@ fn sem_releasable(cx: &Cx, addr: usize) -> Option<usize> {
         && unsafe { &*top.slot }.wanted.load(Relaxed) == 0
         && !sem_has_waiters(addr);
     ok.then_some(len)
-}
-
-/// The post that [`sem_releasable`] allowed (`len`: the held stack's length): what the general
-/// path records for it (the hold, when timed), the hold ended before the real post and put back
-/// if the post fails.
-#[inline(always)]
-fn sem_release_fast(cx: &Cx, addr: usize, len: usize, post: impl FnOnce() -> c_int) -> c_int {
-    super::fast::end_top::<false>(cx, addr, len, post)
 }
 
 /// Whether threads are blocked in glibc on the semaphore at `addr`: glibc's `struct new_sem` on
@@ -264,7 +220,9 @@ pub(crate) fn sem_trywait_with(
 pub(crate) fn sem_post_with(addr: usize, post: impl FnOnce() -> c_int) -> c_int {
     let Some(cx) = crate::state::enter() else { return post() };
     if let Some(len) = sem_releasable(&cx, addr) {
-        let r = sem_release_fast(&cx, addr, len, post);
+        // What the general path records for it (the hold, when timed): the hold ended before
+        // the real post and put back if the post fails.
+        let r = fast::end_top::<false>(&cx, addr, len, post);
         crate::state::leave(cx);
         return r;
     }
