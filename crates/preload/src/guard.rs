@@ -308,16 +308,9 @@ extern "C" fn guardian(args: *mut Args) -> i32 {
     // SAFETY: written by `start` before the clone, on this stack; never written again.
     let Args { pid, exec_fd, done_fd } = unsafe { args.read() };
     leave_program(exec_fd, done_fd);
-    let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
-    if pidfd >= 0 {
-        if !wait_gone(pid, pidfd as i32, exec_fd) {
-            return 0; // an exec: its profile was written before it
-        }
-    } else if pidfd != -(libc::ESRCH as isize) {
-        return 0; // no pidfd (Linux < 5.3): no guardian
+    if !wait_gone(pid, exec_fd) {
+        return 0; // an exec (its profile was written before it), or no pidfd: no guardian
     }
-    // ESRCH: the program ended and was reaped before this process first ran (a fork child
-    // killed at once, on a loaded machine): gone as well, and its memory is still ours.
     // The program is gone: no thread of it runs, libc is ours.
     if dump::image_left() {
         return 0;
@@ -351,10 +344,16 @@ pub(crate) fn leave_program(exec_fd: i32, done_fd: i32) {
     close_range(from, u32::MAX);
 }
 
-/// Waits (raw system calls only) until program `pid` (`pidfd`), our parent, is gone: true; or
-/// until it exec'd (`exec_fd` hung up, the exec's profile written): false.
-pub(crate) fn wait_gone(pid: i32, pidfd: i32, exec_fd: i32) -> bool {
-    let pidfd = pidfd as isize;
+/// Waits (raw system calls only) until program `pid`, our parent, is gone: true; or until it
+/// exec'd (`exec_fd` hung up, the exec's profile written): false. Also false when the kernel has
+/// no pidfd (Linux < 5.3); true at once when the program ended and was reaped before this
+/// process first ran (`pidfd_open`: ESRCH; a fork child killed at once on a loaded machine): its
+/// memory is still ours.
+pub(crate) fn wait_gone(pid: i32, exec_fd: i32) -> bool {
+    let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
+    if pidfd < 0 {
+        return pidfd == -(libc::ESRCH as isize);
+    }
     // The program may have died before we asked: then we were given to another parent already.
     let mut watch_exec = true;
     while raw(libc::SYS_getppid, [0; 4]) == pid as isize {

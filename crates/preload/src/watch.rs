@@ -110,16 +110,11 @@ extern "C" fn watcher(args: *mut Args) -> i32 {
     DROPPED.store(1, Release);
     raw(libc::SYS_futex, [DROPPED.as_ptr() as usize, libc::FUTEX_WAKE as usize, 1, 0]);
     let kmsg = open_kmsg();
-    let pidfd = raw(libc::SYS_pidfd_open, [pid as usize, 0, 0, 0]);
+    // The guardian's pidfd first: once the program is gone, the guardian may end at any time.
     let gpidfd = raw(libc::SYS_pidfd_open, [guardian as usize, 0, 0, 0]);
-    if pidfd >= 0 {
-        if !wait_gone(pid, pidfd as i32, exec_fd) {
-            return 0;
-        }
-    } else if pidfd != -(libc::ESRCH as isize) {
+    if !wait_gone(pid, exec_fd) {
         return 0;
     }
-    // ESRCH: the program ended and was reaped before we first ran; gone, as for the guardian.
     if gpidfd >= 0 {
         // The guardian writes the profile unless it died with the program: wait until it is gone.
         loop {
