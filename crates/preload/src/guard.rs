@@ -114,14 +114,19 @@ pub(crate) fn set_done_fd(v: &[u8]) {
     let (Some(fd), Some(ino)) = (crate::sys::parse_u64(fd), crate::sys::parse_u64(ino)) else {
         return;
     };
+    let Ok(fd) = i32::try_from(fd) else { return };
+    if is_pipe(fd, ino) {
+        DONE_INO.store(ino, Relaxed);
+        DONE_FD.store(fd, Relaxed);
+    }
+}
+
+/// Whether descriptor `fd` is the pipe of inode `ino` (a raw `fstat`: errno is left alone).
+fn is_pipe(fd: i32, ino: u64) -> bool {
     // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: `st` is a valid, writable stat buffer.
-    let ok = unsafe { libc::fstat(fd as i32, &mut st) } == 0;
-    if ok && st.st_mode & libc::S_IFMT == libc::S_IFIFO && st.st_ino == ino {
-        DONE_INO.store(ino, Relaxed);
-        DONE_FD.store(fd as i32, Relaxed);
-    }
+    let r = raw(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0]);
+    r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO && st.st_ino == ino
 }
 
 /// Forgets run's pipe if its descriptor is no longer that pipe (the program closed it, and may
@@ -131,10 +136,7 @@ fn recheck_done_fd() {
     if fd < 0 {
         return;
     }
-    // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    let r = raw(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0]);
-    if r != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != DONE_INO.load(Relaxed) {
+    if !is_pipe(fd, DONE_INO.load(Relaxed)) {
         DONE_FD.store(-1, Relaxed);
     }
 }
