@@ -480,19 +480,8 @@ impl Writer<'_> {
             }
         }
     }
-    pub(crate) fn num(&mut self, mut n: u64) {
-        let mut d = [0u8; 20];
-        let mut i = d.len();
-        loop {
-            i -= 1;
-            d[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let digits = d;
-        self.put(&digits[i..]);
+    pub(crate) fn num(&mut self, n: u64) {
+        self.put(crate::sys::decimal(n, &mut [0; 20]));
     }
 }
 

@@ -199,6 +199,21 @@ pub(crate) fn current_cpu() -> u32 {
     if c < 0 { 0 } else { c as u32 }
 }
 
+/// `v` in decimal, written at the end of `buf` (20 digits hold any `u64`): the digits.
+pub(crate) fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    // No indexing: nothing here can panic (hooks call it).
+    while let Some(d) = i.checked_sub(1).and_then(|j| buf.get_mut(j)) {
+        *d = b'0' + (v % 10) as u8;
+        i -= 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.get(i..).unwrap_or(&[])
+}
+
 /// A NUL-terminated path built in a fixed buffer.
 pub(crate) struct PathBuf {
     buf: [u8; 4096],
@@ -226,20 +241,8 @@ impl PathBuf {
         self
     }
     /// Appends a decimal number.
-    pub(crate) fn push_u64(&mut self, mut v: u64) -> &mut Self {
-        let mut tmp = [0u8; 20];
-        let mut i = tmp.len();
-        loop {
-            i -= 1;
-            if let Some(d) = tmp.get_mut(i) {
-                *d = b'0' + (v % 10) as u8;
-            }
-            v /= 10;
-            if v == 0 || i == 0 {
-                break;
-            }
-        }
-        self.push(tmp.get(i..).unwrap_or(&[]))
+    pub(crate) fn push_u64(&mut self, v: u64) -> &mut Self {
+        self.push(decimal(v, &mut [0; 20]))
     }
     pub(crate) fn clear(&mut self) -> &mut Self {
         self.len = 0;

@@ -100,18 +100,8 @@ impl Line<'_> {
         self
     }
 
-    fn num(&mut self, mut v: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(digits.get(at..).unwrap_or(&[]))
+    fn num(&mut self, v: u64) -> &mut Self {
+        self.push(sys::decimal(v, &mut [0; 20]))
     }
 
     fn hex(&mut self, bytes: &[u8]) -> &mut Self {
