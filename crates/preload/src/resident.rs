@@ -58,18 +58,22 @@ static AT_DUMP: AtomicU64 = AtomicU64::new(0);
 /// caller's page tables map every page the collector wrote (the program, its guardian; not the
 /// watcher).
 pub(crate) fn measure(mapped: bool) {
-    let fd = if mapped { open_pagemap(c"/proc/self/pagemap") } else { -1 };
-    AT_DUMP.store(resident_bytes(fd), Relaxed);
-    if fd >= 0 {
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(fd) };
-    }
+    let path = mapped.then_some(c"/proc/self/pagemap");
+    AT_DUMP.store(with_pagemap(path, resident_bytes), Relaxed);
 }
 
-/// Opens a pagemap file (`/proc/PID/pagemap`) for reading, or -1.
-pub(crate) fn open_pagemap(path: &core::ffi::CStr) -> i32 {
+/// `f` given the pagemap file `path` (`/proc/PID/pagemap`) open for reading, or -1 (no `path`, or
+/// it cannot be opened); the file is closed after.
+pub(crate) fn with_pagemap<T>(path: Option<&core::ffi::CStr>, f: impl FnOnce(i32) -> T) -> T {
     // SAFETY: a NUL-terminated path; the flags create nothing.
-    unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+    let fd =
+        path.map_or(-1, |p| unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) });
+    let r = f(fd);
+    if fd >= 0 {
+        // SAFETY: our own descriptor, which `f` did not keep.
+        unsafe { libc::close(fd) };
+    }
+    r
 }
 
 /// Fills `vec[i]` with 1 for each of the `vec.len()` pages from `addr` (page-aligned) that the

@@ -109,14 +109,12 @@ pub(crate) fn init(max_memory: u64) -> bool {
     // Pages past the file's part that the page tables do not map were never written (zero): left
     // out (reading them would map them, most of the data being the writer's buffers). Without
     // pagemap, every page is copied.
-    let pagemap = crate::resident::open_pagemap(c"/proc/self/pagemap");
-    let sparse = (pagemap >= 0).then_some(Sparse { pagemap, dense: file_len, mincore: false });
-    // SAFETY: the range is our own writable data, and the constructor is the only thread of ours.
-    let ok = unsafe { reshare(start, len, len, sparse, libc::MAP_SHARED) };
-    if pagemap >= 0 {
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(pagemap) };
-    }
+    let ok = crate::resident::with_pagemap(Some(c"/proc/self/pagemap"), |pagemap| {
+        let sparse = (pagemap >= 0).then_some(Sparse { pagemap, dense: file_len, mincore: false });
+        // SAFETY: the range is our own writable data, and the constructor is the only thread of
+        // ours.
+        unsafe { reshare(start, len, len, sparse, libc::MAP_SHARED) }
+    });
     if !ok {
         return false;
     }
@@ -212,19 +210,11 @@ pub(crate) fn after_fork(parent: u32) -> Fork {
     // a process that took no lock).
     let mut path = sys::PathBuf::new();
     path.push(b"/proc/").push_u64(parent as u64).push(b"/pagemap");
-    let mut pagemap = crate::resident::open_pagemap(path.as_cstr());
-    // SAFETY: getppid has no preconditions.
-    if pagemap >= 0 && unsafe { libc::getppid() } as u32 != parent {
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(pagemap) };
-        pagemap = -1;
-    }
-    let fork = copy_after_fork(start, len, base, size, used, pagemap);
-    if pagemap >= 0 {
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(pagemap) };
-    }
-    fork
+    crate::resident::with_pagemap(Some(path.as_cstr()), |pagemap| {
+        // SAFETY: getppid has no preconditions.
+        let ours = pagemap >= 0 && unsafe { libc::getppid() } as u32 == parent;
+        copy_after_fork(start, len, base, size, used, if ours { pagemap } else { -1 })
+    })
 }
 
 /// [`after_fork`]'s copies, `pagemap` the parent's (or -1).
