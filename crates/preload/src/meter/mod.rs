@@ -270,10 +270,10 @@ fn lookup_miss(
             *lines.add(set) = line;
         }
     }
-    // Twice as many lines once the records are more than half as many: lines placed for the
+    // Twice as many lines once the records are more than a quarter as many: lines placed for the
     // smaller cache are found no more (they miss once and are placed again); none can be
     // mistaken for another key's.
-    if bits < LOOKUP_BITS && cx.shard.table.len() * 2 > 1 << bits && grow_lookups(bits) {
+    if bits < LOOKUP_BITS && cx.shard.table.len() * 4 > 1 << bits && grow_lookups(bits) {
         p.lookup_bits = bits + 1;
     }
     Ok((&entry.stats, slot, slot_gen))
