@@ -59,8 +59,21 @@ pub(crate) fn connect(pid: u32) -> Result<UnixStream> {
             "permission denied on {}: only the user who runs process {pid}, or root, may control it",
             path.display()
         ),
+        Err(_) if runs_the_collector(pid) => bail!(
+            "process {pid} runs under lockmeter but has no control socket: it has taken no lock yet (the socket starts at its first), runs with --control 0, or closed it; try again once it takes a lock"
+        ),
         Err(_) => Err(not_metered()),
     }
+}
+
+/// Whether process `pid` has the preload library mapped (its control socket starts at its first
+/// lock: without one, it may simply have taken none yet).
+fn runs_the_collector(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/maps")).is_ok_and(|m| {
+        m.split(|&c| c == b'\n').any(|l| {
+            l.rsplit(|&c| c == b'/').next().is_some_and(|f| f.starts_with(b"liblockmeter_preload"))
+        })
+    })
 }
 
 /// Sends `request` to process `pid` and returns the answer's first line (after `ok`) and the

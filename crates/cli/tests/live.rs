@@ -268,6 +268,24 @@ fn control_off_serves_no_socket_and_metering_goes_on() {
 }
 
 #[test]
+fn control_starts_at_the_first_lock() {
+    let s = Scratch::new("ctl-lazy");
+    let mut p = Phased::start(&s, &[]);
+    // `phases` took no lock yet: no control thread, no socket, and ctl says why.
+    assert!(!has_thread(p.pid, "lockmeter-ctl"), "a control thread runs before any lock");
+    let st = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(st.status.code(), Some(2), "{st}");
+    assert_eq!(st.stderr.lines().count(), 1, "{st}");
+    assert!(st.stderr.contains("has taken no lock yet"), "{st}");
+    let l1 = p.phase();
+    ctl(&s.dir, p.pid, &["status"]).expect_code(0);
+    let s1 = snapshot(&s, p.pid, "s1.lmp");
+    s1.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    let f = p.finish();
+    f.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+}
+
+#[test]
 fn ctl_on_a_process_that_is_not_metered_says_so() {
     let s = Scratch::new("notmetered");
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
@@ -634,7 +652,7 @@ fn a_program_that_closes_every_descriptor_loses_control_not_its_files() {
     }
     assert!(gone, "the control thread still runs");
     let ran = ctl(&s.dir, pid, &["status"]);
-    assert!(ran.stderr.contains("is not metered by lockmeter"), "{ran}");
+    assert!(ran.stderr.contains("has no control socket"), "{ran}");
     // Metering goes on, and the profile is written at exit.
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"end\n").unwrap();

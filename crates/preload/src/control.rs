@@ -6,8 +6,13 @@
 //! with `SO_PEERCRED` (same user or root). No signal is used, so nothing the program does with
 //! its signals can interfere. The thread is a plain `pthread_create` thread (no Rust runtime, no
 //! allocation), with every signal blocked (the program's handlers, and ours that write the final
-//! profile, never run on it); it takes no lock of the program. A fork child starts its own
-//! (the parent's does not exist there), with its own socket.
+//! profile, never run on it); it takes no lock of the program. The socket and the thread start at
+//! the image's first metered acquisition ([`at_first_lock`], beside the guardian): a launcher,
+//! a shell or a fork child that execs without taking a lock has nothing to show and pays for
+//! neither (`lockmeter ctl` on it says it took no lock yet). Only a timer (`--delay`,
+//! `--duration`, `--interval`) starts the thread in the constructor, since it must run before any
+//! lock is metered. A fork child starts its own (the parent's does not exist there), with its own
+//! socket, by the same rules.
 //!
 //! Requests are one line: `snapshot`, `pause`, `resume`, `reset`, `status`. The answer starts
 //! with a line `ok ...` or `error: ...`; a snapshot's `ok` line is followed by the profile.
@@ -70,19 +75,32 @@ fn arm_duration(now: u64) {
     }
 }
 
-/// Whether the thread has work: a socket or a pending timer.
-fn needed() -> bool {
-    WANT_SOCKET.load(Relaxed)
-        || DELAY_END_NS.load(Relaxed) != 0
+/// Whether a timer is pending (the thread must run from the start).
+fn timers() -> bool {
+    DELAY_END_NS.load(Relaxed) != 0
         || DURATION_END_NS.load(Relaxed) != 0
         || NEXT_SAMPLE_NS.load(Relaxed) != 0
 }
 
-/// Binds the socket and starts the thread (constructor, or a fork child's only thread).
-pub(crate) fn start() {
-    if !needed() {
-        return;
+/// The constructor's part (or a fork child's): the thread starts now only for a pending timer;
+/// else the socket waits for the first metered acquisition ([`at_first_lock`]).
+pub(crate) fn start_for_timers() {
+    if timers() {
+        start();
     }
+}
+
+/// The image's first metered acquisition (`guard::first_metering`, once per image, before the
+/// acquisition's lookup: the thread holds no metered lock then): the socket and its thread start
+/// unless they run already. `pthread_create` here is the same call the constructor made.
+pub(crate) fn at_first_lock() {
+    if WANT_SOCKET.load(Relaxed) && !RUNNING.load(Relaxed) {
+        start();
+    }
+}
+
+/// Binds the socket (if wanted) and starts the thread.
+fn start() {
     if WANT_SOCKET.load(Relaxed) {
         bind_socket();
     }
@@ -117,7 +135,7 @@ pub(crate) fn after_fork() {
     close_listen();
     arm_sampling(clock::monotonic_ns());
     RUNNING.store(false, Relaxed);
-    start();
+    start_for_timers();
 }
 
 fn close_listen() {

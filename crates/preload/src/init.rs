@@ -170,7 +170,8 @@ fn init_inner() {
     ) {
         crate::live::pause();
     }
-    crate::control::start();
+    // The socket (and, without a timer, the thread) waits for the first metered acquisition.
+    crate::control::start_for_timers();
 }
 
 /// Whether `/proc/cpuinfo` lists `constant_tsc` and `nonstop_tsc` (read without allocating).
