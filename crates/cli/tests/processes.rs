@@ -15,8 +15,8 @@
 //! parent's acquisitions only. Tests that need strace are skipped, with a printed reason, without
 //! it.
 //!
-//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, pshared.c, spawner.c, underfork.c,
-//! hammer.c (under the launcher scripts the tests write).
+//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, latefork.c, pshared.c,
+//! spawner.c, underfork.c, hammer.c (under the launcher scripts the tests write).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test processes`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -636,4 +636,36 @@ fn an_exec_passes_the_calibration_on_and_each_image_counts_its_start_and_end() {
     assert_eq!(run.processes.len(), 2, "{ran}");
     let (a, b) = (&run.processes[0].overhead, &run.processes[1].overhead);
     assert_eq!((a.ns_per_pair, a.ns_per_stack), (b.ns_per_pair, b.ns_per_stack), "{ran}");
+}
+
+/// A fork child takes its copy of the collector's tables at its first lock: one whose parent's
+/// image ended meanwhile (an exec), and the grandchild it forked before any lock, each count
+/// exactly their own acquisitions, and the parent's images theirs.
+#[test]
+fn fork_children_whose_first_lock_comes_late_get_their_own_exact_profiles() {
+    let s = Scratch::new("latefork");
+    let exe = s.compile("latefork");
+    let ran = run_metered(&s, "l.lmp", &[], &exe, &[]);
+    ran.expect_code(0);
+    let (c, g) = (printed_pid(&ran, "child "), printed_pid(&ran, "grandchild "));
+    let files = split_run(&s, "l.lmp", &ran);
+    assert_eq!(files.len(), 4, "{ran}");
+    let first = Profile::load(&s.path("img/l.lmp"), &ran);
+    let ppid = u(first.header(), "pid");
+    first.expect_lock("p1_lock", "mutex", 100);
+    first.eq("first image totals", first.totals("acquisitions"), 100);
+    let second = Profile::load(&s.path(&format!("img/l.lmp.{ppid}.1")), &ran);
+    second.expect_lock("p2_lock", "mutex", 50);
+    second.eq("second image totals", second.totals("acquisitions"), 50);
+    let child = Profile::load(&s.path(&format!("img/l.lmp.{c}")), &ran);
+    child.check_consistency();
+    child.expect_end("exit", None);
+    child.eq("child ppid", u(child.header(), "ppid"), ppid);
+    child.expect_lock("c_lock", "mutex", 20);
+    child.eq("child totals", child.totals("acquisitions"), 20);
+    let grand = Profile::load(&s.path(&format!("img/l.lmp.{g}")), &ran);
+    grand.check_consistency();
+    grand.eq("grandchild ppid", u(grand.header(), "ppid"), c);
+    grand.expect_lock("g_lock", "mutex", 30);
+    grand.eq("grandchild totals", grand.totals("acquisitions"), 30);
 }

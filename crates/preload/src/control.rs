@@ -76,7 +76,7 @@ fn arm_duration(now: u64) {
 }
 
 /// Whether a timer is pending (the thread must run from the start).
-fn timers() -> bool {
+pub(crate) fn timers() -> bool {
     DELAY_END_NS.load(Relaxed) != 0
         || DURATION_END_NS.load(Relaxed) != 0
         || NEXT_SAMPLE_NS.load(Relaxed) != 0
@@ -129,10 +129,23 @@ fn start() {
     }
 }
 
-/// In a fork child: the parent's thread is not here, and its socket is not ours.
+/// In a fork child's handler: closes its copy of the parent's listening socket, writing nothing
+/// of ours (the child may still share it with its parent).
+pub(crate) fn close_inherited() {
+    let fd = LISTEN_FD.load(Relaxed);
+    if fd >= 0 {
+        let saved = sys::errno();
+        // SAFETY: the parent's socket, inherited; nothing of the child uses it.
+        unsafe { libc::close(fd) };
+        sys::set_errno(saved);
+    }
+}
+
+/// In a fork child with its own copy of our memory ([`close_inherited`] closed the parent's
+/// socket): the parent's thread is not here, and its socket is not ours.
 pub(crate) fn after_fork() {
     live::forget_sock_path();
-    close_listen();
+    LISTEN_FD.store(-1, Relaxed);
     arm_sampling(clock::monotonic_ns());
     RUNNING.store(false, Relaxed);
     start_for_timers();

@@ -156,8 +156,9 @@ pub(crate) fn never_metered() -> bool {
 
 /// A metered acquisition's record lookup that missed the thread's cache (only the image's first
 /// does anything): notes that the image metered, and starts the armed guardian and `beside` (the
-/// watcher), and the control thread, once. Leaves errno as it was; what it took is added to the image's start cost
-/// (`start_ns`), outside the hooks' timed paths (it runs before a lookup's timing starts).
+/// watcher), and the control thread, once. Leaves errno as it was; what it took is added to the
+/// image's start cost (`start_ns`), outside the hooks' timed paths (it runs before a lookup's
+/// timing starts).
 #[inline(always)]
 pub(crate) fn metering(beside: Beside) {
     if matches!(LAZY.load(Relaxed), IDLE | ARMED) {
@@ -195,16 +196,25 @@ fn first_metering(beside: Beside) {
 /// and run's pipe (or -1).
 pub(crate) type Beside = fn(i32, i32, i32, i32);
 
-/// In a fork child: the parent's exec pipe is not ours; our own guardian is armed (to start at
-/// the child's first metered acquisition) where the parent had one or was to get one.
-pub(crate) fn after_fork() {
-    let fd = EXEC_FD.swap(-1, Relaxed);
-    // The parent's guardian and watcher are not this child's children.
-    HELPERS.iter().for_each(|h| h.store(0, Relaxed));
+/// In a fork child's handler: closes its copy of the parent's exec pipe (the parent's guardian
+/// learns of the parent's exec from its hang-up), writing nothing of ours (the child may still
+/// share it with its parent). Returns whether the child's guardian is to be armed: where the
+/// parent had one or was to get one.
+pub(crate) fn close_inherited() -> bool {
+    let fd = EXEC_FD.load(Relaxed);
     if fd >= 0 {
         raw(libc::SYS_close, [fd as usize, 0, 0, 0]);
     }
-    let armed = fd >= 0 || LAZY.load(Relaxed) == ARMED;
+    fd >= 0 || LAZY.load(Relaxed) == ARMED
+}
+
+/// In a fork child with its own copy of our memory ([`close_inherited`] closed the parent's exec
+/// pipe): our own guardian is armed (to start at the child's first metered acquisition) if
+/// `armed`.
+pub(crate) fn after_fork(armed: bool) {
+    EXEC_FD.store(-1, Relaxed);
+    // The parent's guardian and watcher are not this child's children.
+    HELPERS.iter().for_each(|h| h.store(0, Relaxed));
     LAZY.store(if armed { ARMED } else { IDLE }, Relaxed);
 }
 

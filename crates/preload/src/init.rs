@@ -291,44 +291,34 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
 /// before ours must not write into the tables it still shares with its parent.
 extern "C" fn on_fork_prepare() {
     state::set_busy(true);
+    crate::fork::before_fork();
 }
 
 extern "C" fn on_fork_parent() {
+    crate::fork::after_fork_in_parent();
     state::set_busy(false);
 }
 
 extern "C" fn on_fork_child() {
     let t0 = clock::monotonic_ns();
-    // First of all, the child's own copy of the collector's shared memory.
-    match crate::shared::after_fork(dump::PID.load(Relaxed)) {
-        crate::shared::Fork::Own => {}
-        crate::shared::Fork::DataOnly => {
-            STATE.store(state::DISABLED, Release);
-            return;
-        }
-        crate::shared::Fork::Nothing => return,
-    }
-    // Only the forking thread exists now; the parent's shards stay behind, unused.
-    state::NEXT_THREAD.store(0, Relaxed);
-    for s in state::SHARDS.iter() {
-        s.store(core::ptr::null_mut(), Relaxed);
-    }
-    state::THREADS_REFUSED.store(0, Relaxed);
-    state::ACQ_NO_SHARD.store(0, Relaxed);
+    // Only the forking thread exists now, and its TLS block is the child's own: its shard is
+    // the parent's.
     state::reset_thread();
-    crate::unwind::reset_pool();
-    dump::reset_for_child();
-    crate::longest::reset_for_child();
-    crate::lost::reset_for_child();
-    crate::control::after_fork();
-    crate::swap::reset_for_child();
-    crate::swap_rw::reset_for_child();
-    crate::guard::after_fork();
-    // Its tables are its own: metering goes on (the page of `own_process` read zero since the
-    // fork).
-    state::own_again();
-    // What starting cost this child, for its profile (`start_ns`; its guardian's start adds to it).
-    dump::START_COST_NS.fetch_add(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
+    // Most children take no lock: their tables' copy waits for the first (`fork.rs`).
+    if crate::fork::defer(t0) {
+        return;
+    }
+    let armed = crate::guard::close_inherited();
+    crate::control::close_inherited();
+    if crate::fork::child_start(armed) {
+        crate::fork::restore_state();
+        // Its tables are its own: metering goes on (the page of `own_process` read zero since
+        // the fork).
+        state::own_again();
+        // What starting cost this child, for its profile (`start_ns`; its guardian's start adds
+        // to it).
+        dump::START_COST_NS.fetch_add(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
+    }
 }
 
 /// Installs our handler for `sig` if the program left it at the default (termination).

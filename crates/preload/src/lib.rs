@@ -34,6 +34,7 @@ mod classes;
 mod control;
 mod cost;
 mod dump;
+mod fork;
 mod funcs;
 mod guard;
 mod hooks;

@@ -90,7 +90,8 @@ pub unsafe extern "C" fn lockmeter_name_lock(lock: *const c_void, name: *const c
 /// # Safety
 /// `name` is null or a NUL-terminated string.
 unsafe fn name_lock(lock: *const c_void, name: *const c_char) {
-    if name.is_null() {
+    // A `_Fork` child shares its parent's tables, and a fork child copies them first.
+    if name.is_null() || !crate::fork::own_or_start() {
         return;
     }
     let Some(reg) = crate::state::registry() else { return };

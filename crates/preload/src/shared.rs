@@ -12,9 +12,10 @@
 //! - the preload library's own writable data (`.data`/`.bss` after RELRO, where every `static` of
 //!   the collector lives): copied at start-up into a shared mapping moved over the original.
 //!
-//! A fork child must not write into its parent's tables: its first fork handler copies both
-//! ranges into fresh shared mappings moved over the inherited ones ([`after_fork`]), before it
-//! starts its own guardian and watcher. A table that did not fit in the arena is mapped privately
+//! A fork child must not write into its parent's tables: before anything of ours writes in it
+//! (its first metered call, `fork.rs`; or its fork handler) it copies both ranges into fresh
+//! shared mappings moved over the inherited ones ([`after_fork`]), before it starts its own
+//! guardian and watcher. A table that did not fit in the arena is mapped privately
 //! and the watcher, which cannot see it, writes no profile ([`complete`]).
 
 use crate::sys;
@@ -212,9 +213,20 @@ pub(crate) fn after_fork(parent: u32) -> Fork {
     path.push(b"/proc/").push_u64(parent as u64).push(b"/pagemap");
     crate::resident::with_pagemap(Some(path.as_cstr()), |pagemap| {
         // SAFETY: getppid has no preconditions.
-        let ours = pagemap >= 0 && unsafe { libc::getppid() } as u32 == parent;
+        let ours =
+            pagemap >= 0 && unsafe { libc::getppid() } as u32 == parent && maps_our_data(pagemap);
         copy_after_fork(start, len, base, size, used, if ours { pagemap } else { -1 })
     })
+}
+
+/// Whether the page tables of `pagemap` map our shared data (the page of [`DATA_LEN`], written
+/// after it was shared, is mapped or in swap): not when the parent exec'd since the fork (a
+/// child copies its tables at its first lock, `fork.rs`), whose new image maps none of it.
+fn maps_our_data(pagemap: c_int) -> bool {
+    let pg = page();
+    let at = &DATA_LEN as *const AtomicUsize as usize / pg * pg;
+    let mut v = [0u8; 1];
+    crate::resident::pages_from_pagemap(pagemap, at, pg, &mut v, true) && v[0] == 1
 }
 
 /// [`after_fork`]'s copies, `pagemap` the parent's (or -1).

@@ -17,7 +17,10 @@ const SEQ_VAR: &[u8] = b"LOCKMETER_IMAGE_SEQ=";
 const CALIB_VAR: &[u8] = b"LOCKMETER_CALIBRATION=";
 const HZ_VAR: &[u8] = b"LOCKMETER_TSC_HZ=";
 
-struct ExecEnv {
+/// The environment passed to an exec, built in place (ours, or a pending fork child's:
+/// `fork.rs`). All zero is a valid value.
+#[repr(C)]
+pub(crate) struct ExecEnv {
     ptrs: [*const core::ffi::c_char; EXEC_ENV_MAX],
     var: [u8; 48],
     calib: [u8; 128],
@@ -73,6 +76,9 @@ pub(crate) fn inherit_calibration(v: Option<&[u8]>) -> bool {
 pub(crate) fn env_with_image_seq(
     envp: *const *const core::ffi::c_char,
 ) -> *const *const core::ffi::c_char {
+    if crate::state::fork_pending() {
+        return pending_env(envp); // a fork child before its first lock
+    }
     // A vfork child shares our memory (and the exec'd image is a new pid, which starts at 0):
     // leave both its environment and our state alone.
     // SAFETY: getpid has no preconditions.
@@ -84,8 +90,37 @@ pub(crate) fn env_with_image_seq(
     }
     // SAFETY: we own EXEC_ENV (EXEC_BUSY).
     let env = unsafe { &mut *EXEC_ENV.0.get() };
+    match fill_exec_env(env, IMAGE_SEQ.load(Relaxed), envp) {
+        Some(e) => e,
+        None => {
+            EXEC_BUSY.store(false, Release);
+            envp
+        }
+    }
+}
+
+/// [`env_with_image_seq`] of a fork child before its first lock (`fork.rs`), in its private
+/// pages: the next image is its first exec (1).
+fn pending_env(envp: *const *const core::ffi::c_char) -> *const *const core::ffi::c_char {
+    if envp.is_null() {
+        return envp;
+    }
+    let Some(env) = crate::fork::exec_env_buf() else { return envp };
+    fill_exec_env(env, 0, envp).unwrap_or_else(|| {
+        crate::fork::end_undone();
+        envp
+    })
+}
+
+/// Builds in `env` the environment [`env_with_image_seq`] describes, for an image numbered
+/// `seq`; `None` when it does not fit. `envp` is not null.
+fn fill_exec_env(
+    env: &mut ExecEnv,
+    seq: u32,
+    envp: *const *const core::ffi::c_char,
+) -> Option<*const *const core::ffi::c_char> {
     let mut v = PathBuf::new();
-    v.push(SEQ_VAR).push_u64(IMAGE_SEQ.load(Relaxed) as u64 + 1);
+    v.push(SEQ_VAR).push_u64(seq as u64 + 1);
     let bytes = v.bytes();
     let n = bytes.len().min(env.var.len() - 1);
     env.var[..n].copy_from_slice(&bytes[..n]);
@@ -134,14 +169,13 @@ pub(crate) fn env_with_image_seq(
             continue;
         }
         if out + 1 >= EXEC_ENV_MAX {
-            EXEC_BUSY.store(false, Release);
-            return envp;
+            return None;
         }
         env.ptrs[out] = e;
         out += 1;
     }
     env.ptrs[out] = core::ptr::null();
-    env.ptrs.as_ptr()
+    Some(env.ptrs.as_ptr())
 }
 
 /// Before an exec: writes the profile. Returns whether one was written (to withdraw on failure).
@@ -151,6 +185,10 @@ pub(crate) fn before_exec() -> bool {
 
 /// The exec failed: withdraws the profile just written and goes on metering.
 pub(crate) fn exec_failed(written: bool) {
+    if crate::state::fork_pending() {
+        crate::fork::end_undone(); // a fork child before its first lock: its line stays
+        return;
+    }
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } as u32 != PID.load(Relaxed) {
         return; // a vfork child: nothing of ours was taken

@@ -29,37 +29,95 @@ pub(super) fn wanted(b: &Bufs) -> bool {
         && crate::guard::never_metered()
 }
 
+/// What a line says of its image besides its executable, command line and costs.
+pub(super) struct Facts {
+    pub(super) pid: u32,
+    pub(super) ppid: u64,
+    pub(super) seq: u32,
+    pub(super) start_unix_ns: u64,
+}
+
+/// The buffers a line is built in (`Bufs`' own, or a pending fork child's: `fork.rs`). All
+/// zero is a valid value.
+#[repr(C)]
+pub(crate) struct IdleBufs {
+    cmdline: [u8; 32768],
+    exe: [u8; 4096],
+    chunk: [u8; 65536],
+}
+
 /// Appends the line to the manifest; false (nothing written) when it cannot.
 pub(super) fn write_line(b: &mut Bufs, pid: u32) -> bool {
     let cmdline = match CMDLINE_LEN.load(Relaxed) {
         0 => sys::read_file(c"/proc/self/cmdline", &mut b.cmdline),
         n => b.cmdline.get(..n).unwrap_or(&[]),
     };
-    let cmdline = cmdline.get(..cmdline.len().min(CMDLINE_MAX)).unwrap_or(&[]);
-    // SAFETY: the path is NUL-terminated and `exe` is a writable buffer of the given size.
-    let n = unsafe {
-        libc::readlink(c"/proc/self/exe".as_ptr(), b.exe.as_mut_ptr().cast(), b.exe.len())
-    };
-    let exe = b.exe.get(..n.max(0) as usize).unwrap_or(&[]);
     let ppid = match PPID_SEEN.load(Relaxed) {
         // SAFETY: getppid has no preconditions.
         0 => (unsafe { libc::getppid() }) as u64,
         p => p as u64,
     };
-    let mut line = Line { buf: &mut b.chunk, len: 0 };
-    line.push(b"idle");
-    for v in [
-        pid as u64,
+    let facts = Facts {
+        pid,
         ppid,
-        IMAGE_SEQ.load(Relaxed) as u64,
-        START_UNIX_NS.load(Relaxed),
-        clock::realtime_ns(),
-    ] {
+        seq: IMAGE_SEQ.load(Relaxed),
+        start_unix_ns: START_UNIX_NS.load(Relaxed),
+    };
+    let fixed = || START_COST_NS.load(Relaxed).saturating_add(super::end_cost_ns());
+    append(&b.manifest, cmdline, &mut b.exe, &mut b.chunk, &facts, fixed)
+}
+
+/// Whether a fork child that took no lock ends with a line: enabled, under a manifest (a fork
+/// child is never the run's first process).
+pub(super) fn wanted_in_fork_child() -> bool {
+    // SAFETY: `manifest` is written by the constructor only; read, never borrowed mutably here.
+    ENABLED.load(Relaxed) && !unsafe { &(*super::BUFS.0.get()).manifest }.bytes().is_empty()
+}
+
+/// A fork child's line, before its tables are its own (`pending.rs`): built in `bufs`,
+/// from `facts` and the constructor's command line (read-only: the parent may be writing its
+/// own buffers); `fixed` is what starting and ending cost it, taken just before the write.
+pub(super) fn write_for_fork_child(
+    bufs: &mut IdleBufs,
+    facts: Facts,
+    fixed: impl Fn() -> u64,
+) -> bool {
+    let n = CMDLINE_LEN.load(Relaxed);
+    // SAFETY: the manifest's name and a command line read by the constructor (`n` > 0) are
+    // written by the constructor only: read, never borrowed mutably here.
+    let (manifest, kept) = unsafe {
+        let b = &*super::BUFS.0.get();
+        (&b.manifest, b.cmdline.get(..n).unwrap_or(&[]))
+    };
+    let cmdline = match n {
+        0 => sys::read_file(c"/proc/self/cmdline", &mut bufs.cmdline),
+        _ => kept,
+    };
+    append(manifest, cmdline, &mut bufs.exe, &mut bufs.chunk, &facts, fixed)
+}
+
+/// Builds the line in `chunk` (`exe` receives the executable's path) and appends it to
+/// `manifest`.
+fn append(
+    manifest: &sys::PathBuf,
+    cmdline: &[u8],
+    exe: &mut [u8],
+    chunk: &mut [u8],
+    f: &Facts,
+    fixed: impl Fn() -> u64,
+) -> bool {
+    let cmdline = cmdline.get(..cmdline.len().min(CMDLINE_MAX)).unwrap_or(&[]);
+    // SAFETY: the path is NUL-terminated and `exe` is a writable buffer of the given size.
+    let n =
+        unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), exe.as_mut_ptr().cast(), exe.len()) };
+    let exe = exe.get(..n.max(0) as usize).unwrap_or(&[]);
+    let mut line = Line { buf: &mut *chunk, len: 0 };
+    line.push(b"idle");
+    for v in [f.pid as u64, f.ppid, f.seq as u64, f.start_unix_ns, clock::realtime_ns()] {
         line.push(b"\t").num(v);
     }
     // What ending cost is taken last, just before the write.
-    let fixed = START_COST_NS.load(Relaxed).saturating_add(super::end_cost_ns());
-    line.push(b"\t").num(fixed);
+    line.push(b"\t").num(fixed());
     line.push(b"\t").hex(exe);
     line.push(b"\t").hex(cmdline);
     line.push(b"\n");
@@ -70,14 +128,14 @@ pub(super) fn write_line(b: &mut Bufs, pid: u32) -> bool {
     // SAFETY: `manifest` is NUL-terminated; the flags create nothing.
     let fd = unsafe {
         libc::open(
-            b.manifest.as_ptr(),
+            manifest.as_ptr(),
             libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
         )
     };
     if fd < 0 {
         return false;
     }
-    let ok = b.chunk.get(..len).is_some_and(|l| sys::write_all(fd, l));
+    let ok = chunk.get(..len).is_some_and(|l| sys::write_all(fd, l));
     // SAFETY: `fd` is ours.
     unsafe { libc::close(fd) };
     ok

@@ -23,12 +23,14 @@ mod idle;
 mod ids;
 mod maps;
 mod merge;
+mod pending;
 mod records;
 mod snapshot;
 
-pub(crate) use exec::{before_exec, env_with_image_seq, exec_failed, inherit_calibration};
+pub(crate) use exec::{ExecEnv, before_exec, env_with_image_seq, exec_failed, inherit_calibration};
 pub(crate) use file::send_all;
 pub(crate) use idle::ENABLED as IDLE_LINES;
+pub(crate) use idle::IdleBufs;
 pub(crate) use maps::note_loaded;
 pub(crate) use snapshot::{reset, sample, snapshot};
 
@@ -154,7 +156,8 @@ pub(crate) fn set_manifest(path: &[u8]) {
 /// Writes the profile of this process image, once. Returns whether this call wrote it.
 pub(crate) fn write_profile(end: End) -> bool {
     let saved_errno = sys::errno();
-    let wrote = write_profile_inner(end);
+    // A fork child before its first lock: its tables are still its parent's (`fork.rs`).
+    let wrote = if state::fork_pending() { pending::end(end) } else { write_profile_inner(end) };
     sys::set_errno(saved_errno);
     wrote
 }

@@ -8,9 +8,10 @@ use core::cell::Cell;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
 
-/// Nonzero while this process owns the collector's tables. It lives on a page the kernel zeroes
-/// in every child with a memory of its own (`MADV_WIPEONFORK`): a `fork` child's handler sets it
-/// again once it has tables of its own (`init::on_fork_child`), while the children of glibc's
+/// One while this process owns the collector's tables. It lives on a page the kernel zeroes
+/// in every child with a memory of its own (`MADV_WIPEONFORK`): a `fork` child sets it again
+/// once it has tables of its own (`init::on_fork_child`, or its first lock: `fork.rs`, whose
+/// values the byte also takes before), while the children of glibc's
 /// `_Fork` or a raw `clone`, which run no fork handler and share the tables with their parent,
 /// find zero and are not metered (their hooks pass through; their profile is never written,
 /// `dump::write_profile` being for `PID` only). Until the constructor maps the page (or where
@@ -18,26 +19,51 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
 static OWN: &AtomicPtr<AtomicU8> = &super::HOT.own;
 pub(super) static ALWAYS_OWN: AtomicU8 = AtomicU8::new(1);
 
-/// Whether this process owns the collector's tables (not a `_Fork` or raw `clone` child).
+/// Whether this process owns the collector's tables (not a `_Fork` or raw `clone` child, nor a
+/// fork child before its first lock).
 #[inline(always)]
 pub(crate) fn own_process() -> bool {
-    // SAFETY: `OWN` points at `ALWAYS_OWN` or at the page `init_own` mapped, never unmapped.
-    unsafe { (*OWN.load(Relaxed)).load(Relaxed) != 0 }
+    own_byte() == 1
 }
 
-/// Maps the page of [`OWN`] (constructor). Leaves the fallback where the kernel refuses.
+/// [`OWN`]'s byte of a fork child that has not copied its tables yet (`fork.rs`).
+pub(crate) const OWN_PENDING: u8 = 2;
+
+/// Whether this process is a fork child that has not copied its tables yet (`fork.rs`).
+#[inline(always)]
+pub(crate) fn fork_pending() -> bool {
+    own_byte() == OWN_PENDING
+}
+
+/// [`OWN`]'s byte: 1 (own), 0 (a `_Fork` or raw `clone` child) or a fork child's state before
+/// its first lock ([`OWN_PENDING`], then `fork.rs`'s `STARTING`).
+#[inline(always)]
+pub(crate) fn own_byte() -> u8 {
+    // SAFETY: `OWN` points at `ALWAYS_OWN` or at the page `init_own` mapped, never unmapped.
+    unsafe { (*OWN.load(Relaxed)).load(Relaxed) }
+}
+
+/// The private pages of [`OWN`] (`fork::PRIVATE_LEN` bytes, `OWN`'s byte first, the first
+/// `fork::WIPED_LEN` of them wiped at a fork), or null where the kernel refused them.
+pub(crate) fn own_page() -> *mut u8 {
+    let p = OWN.load(Relaxed);
+    if core::ptr::eq(p, &ALWAYS_OWN) { core::ptr::null_mut() } else { p.cast() }
+}
+
+/// Maps the pages of [`OWN`] (constructor). Leaves the fallback where the kernel refuses.
 pub(crate) fn init_own() {
     let saved = crate::sys::errno();
-    let p = crate::shared::map_anon(4096, libc::MAP_PRIVATE);
-    // SAFETY: `p` is null or a fresh anonymous private page of ours; madvise on it alone.
+    let len = crate::fork::PRIVATE_LEN;
+    let p = crate::shared::map_anon(len, libc::MAP_PRIVATE);
+    // SAFETY: `p` is null or a fresh anonymous private mapping of ours; madvise on it alone.
     unsafe {
         if !p.is_null() {
-            if libc::madvise(p.cast(), 4096, libc::MADV_WIPEONFORK) == 0 {
+            if libc::madvise(p.cast(), crate::fork::WIPED_LEN, libc::MADV_WIPEONFORK) == 0 {
                 let own = p as *mut AtomicU8;
                 (*own).store(1, Relaxed);
                 OWN.store(own, Release);
             } else {
-                libc::munmap(p.cast(), 4096);
+                libc::munmap(p.cast(), len);
             }
         }
     }
@@ -288,7 +314,8 @@ pub(crate) enum Entered {
 #[inline(always)]
 pub(crate) fn enter_quick() -> Entered {
     if STATE.load(Relaxed) != READY || !own_process() {
-        return Entered::No;
+        // A fork child's first lock copies its tables first (`enter_slow`).
+        return if fork_pending() { Entered::Slow } else { Entered::No };
     }
     let Some(here) = here() else { return Entered::No };
     // SAFETY: shards are never unmapped.
@@ -304,6 +331,11 @@ pub(crate) fn enter_quick() -> Entered {
 #[cold]
 #[inline(never)]
 fn enter_slow(here: Here) -> Option<Cx> {
+    // A fork child's first metered call copies its tables first (`fork.rs`).
+    let started = || crate::fork::start_pending() && STATE.load(Relaxed) == READY;
+    if !own_process() && !started() {
+        return None;
+    }
     // The same block as `here`, reached through its address.
     let t = tls()?;
     if t.busy.get() {
