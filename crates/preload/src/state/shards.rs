@@ -109,6 +109,12 @@ pub(crate) struct Private {
     /// with it by `Shard::set_thread`, on the thread itself).
     pub(crate) owner: u32,
     pub(crate) cost_holding: u32,
+    /// The thread's per-CPU acquisition count kept in this line rather than in
+    /// [`Shard::cpus`] (a line more per acquisition): the CPU it last counted on (high half) and
+    /// how many acquisitions on it are not yet added to that CPU's counter (low half), added when
+    /// the CPU changes (`meter::fast::count_cpu`). Atomic: readers of the per-CPU counts on
+    /// other threads fold it in ([`Shard::cpu_acquisitions`]).
+    pub(crate) cpu_pending: AtomicU64,
     pub(crate) cond_site: usize,
     pub(crate) cond_t0: u64,
     pub(crate) cond_wanted: bool,
@@ -124,6 +130,7 @@ const _: () = {
     assert!(offset_of!(Private, held_len) % 64 == 0);
     assert!(offset_of!(Private, owner) + 4 <= offset_of!(Private, held_len) + 64);
     assert!(offset_of!(Private, cond_addr) + 8 <= offset_of!(Private, held_len) + 64);
+    assert!(offset_of!(Private, cpu_pending) + 8 <= offset_of!(Private, held_len) + 64);
 };
 
 /// Per-CPU counters of one thread.
@@ -217,6 +224,46 @@ impl Shard {
     #[inline(always)]
     pub(crate) fn lookups(&self) -> *mut Cached {
         core::ptr::with_exposed_provenance_mut(self as *const Shard as usize + LOOKUP_OFF)
+    }
+
+    /// The acquisitions counted on `cpu`: its counter in [`Shard::cpus`] plus the count
+    /// [`Private::cpu_pending`] holds for it. Exact once the thread is quiet; while it runs, a
+    /// live reader may miss the pending count while it moves to its counter (see
+    /// [`Shard::flush_cpu_pending`]; on x86's ordered stores it never counts it twice).
+    pub(crate) fn cpu_acquisitions(&self, cpu: usize) -> u64 {
+        let counted = self.cpus.get(cpu).map_or(0, |c| c.acquisitions.get());
+        let w = self.cpu_pending();
+        if (w >> 32) as usize == cpu { counted + u64::from(w as u32) } else { counted }
+    }
+
+    /// [`Private::cpu_pending`], read from any thread.
+    fn cpu_pending(&self) -> u64 {
+        // SAFETY: only the atomic word is read, through a raw pointer to it (no reference to
+        // the rest of `private`); its thread writes it only atomically.
+        unsafe { (*core::ptr::addr_of!((*self.private.get()).cpu_pending)).load(Relaxed) }
+    }
+
+    /// Moves the count [`Private::cpu_pending`] holds to its CPU's counter in [`Shard::cpus`]
+    /// and leaves it (cpu 0, none pending). The pending word is cleared first, so that a reader
+    /// meanwhile misses the count rather than counting it twice. Called by the shard's thread,
+    /// or by the thread taking the shard over once its thread is gone.
+    pub(crate) fn flush_cpu_pending(&self) {
+        // SAFETY: as in `cpu_pending`; the caller is the only writer.
+        let w =
+            unsafe { (*core::ptr::addr_of!((*self.private.get()).cpu_pending)).swap(0, Relaxed) };
+        if let Some(c) = self.cpus.get((w >> 32) as usize) {
+            c.acquisitions.add(u64::from(w as u32));
+        }
+    }
+
+    /// Clears the per-CPU counts (the constructor's calibration, before any other thread meters).
+    pub(crate) fn clear_cpus(&self) {
+        self.flush_cpu_pending();
+        for c in self.cpus.iter() {
+            c.acquisitions.set(0);
+            c.contended.set(0);
+            c.wait_ns.set(0);
+        }
     }
 
     /// The thread's name as recorded at its first lock.
@@ -405,6 +452,8 @@ fn take_over(sh: &Shard) -> bool {
     sh.table.clear();
     sh.stacks.clear();
     sh.events.clear();
+    // The old thread's acquisitions pending for its last CPU go to that CPU's counter first.
+    sh.flush_cpu_pending();
     // SAFETY: the old thread is gone and we own the shard now: nobody else touches `private`.
     // Everything but the unwind cache (valid for any thread of the process) starts afresh; the
     // lookup cache's lines pointed into the records just cleared: emptied, kept where it is.
