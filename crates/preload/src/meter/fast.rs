@@ -302,24 +302,26 @@ pub(super) fn end_top<const COST_REL: bool>(
 pub(super) fn count_cpu(cx: &Cx) -> u32 {
     let cpu = crate::sys::current_cpu();
     // SAFETY: busy flag held; the borrow ends here.
-    let pending = &unsafe { cx.private() }.cpu_pending;
-    let w = pending.load(Relaxed);
-    if (w >> 32) as u32 == cpu && w as u32 != u32::MAX {
-        pending.store(w + 1, Relaxed);
+    let p = unsafe { cx.private() };
+    if p.cpu_last.load(Relaxed) == cpu {
+        p.cpu_pending.store(p.cpu_pending.load(Relaxed) + 1, Relaxed);
     } else {
         count_cpu_moved(cx, cpu);
     }
     cpu
 }
 
-/// [`count_cpu`] on another CPU than the pending count's (or with the count full): the pending
-/// count added to its CPU's counter, a new one started for `cpu` (out of line: rare).
+/// [`count_cpu`] on another CPU than the pending count's: the pending count added to its CPU's
+/// counter, a new one started for `cpu` (out of line: rare).
 #[cold]
 #[inline(never)]
 fn count_cpu_moved(cx: &Cx, cpu: u32) {
     cx.shard.flush_cpu_pending();
     // SAFETY: busy flag held; the borrow ends here.
-    unsafe { cx.private() }.cpu_pending.store((u64::from(cpu) << 32) | 1, Relaxed);
+    let p = unsafe { cx.private() };
+    // The count before the CPU: a reader that finds the CPU finds its count.
+    p.cpu_pending.store(1, Relaxed);
+    p.cpu_last.store(cpu, Relaxed);
 }
 
 /// Records in `st` the hold from `t_acq` to `t_rel` (ticks; either 0: not timed).
