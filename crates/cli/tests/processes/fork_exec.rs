@@ -272,3 +272,34 @@ fn an_exec_passes_the_calibration_on_and_each_image_counts_its_start_and_end() {
     let (a, b) = (&run.processes[0].overhead, &run.processes[1].overhead);
     assert_eq!((a.ns_per_pair, a.ns_per_stack), (b.ns_per_pair, b.ns_per_stack), "{ran}");
 }
+
+/// A fork child whose first locks come from several threads at once (it takes none before it
+/// starts them): every one of their acquisitions is in its profile, none in its parent's.
+#[test]
+fn a_fork_childs_threads_racing_to_their_first_lock_are_all_counted() {
+    let s = Scratch::new("forkthreads");
+    let exe = s.compile("forkthreads");
+    for round in 0..3 {
+        let out = format!("t{round}.lmp");
+        let ran = run_metered(&s, &out, &[], &exe, &["8", "1000"]);
+        ran.expect_code(0);
+        let printed = |k: &str| -> u64 {
+            ran.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no '{k}' line\n{ran}"))
+        };
+        let (child, expected) = (printed("child "), printed("race_lock "));
+        assert_eq!(split_run(&s, &out, &ran).len(), 2, "{ran}");
+        let parent = Profile::load(&s.path(&format!("img/{out}")), &ran);
+        parent.expect_lock("parent_lock", "mutex", 10);
+        parent.eq("parent: race_lock", parent.acq("race_lock"), 0);
+        let c = Profile::load(&s.path(&format!("img/{out}.{child}")), &ran);
+        c.check_consistency();
+        c.expect_nothing_dropped();
+        c.expect_lock("race_lock", "mutex", expected);
+        c.eq("child totals", c.totals("acquisitions"), expected);
+        c.eq("child threads", c.threads().len(), 8);
+    }
+}
