@@ -16,7 +16,7 @@ command -v objcopy >/dev/null 2>&1 || need_apt+=(binutils)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 # Headless Chromium renders the HTML report in its end-to-end test.
 $only_build || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-# tmux runs `lockmeter top` in an 80x24 pane in its end-to-end test (live.rs).
+# tmux runs `lockmeter top` in an 80x24 pane in its end-to-end test (live/top.rs).
 $only_build || command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 # The eBPF collector (`lockmeter record`): clang compiles the BPF programs, bpftool dumps the
 # kernel's BTF into vmlinux.h, libbpf-sys builds libbpf against libelf and zlib.
@@ -32,7 +32,7 @@ $only_build || command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 $only_build || command -v memcaslap >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 # sysbench mutex: a many-mutex workload in the limits tests (skipped without it) and `overhead`.
 $only_build || command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
-# strace -f runs a metered program, and is metered itself, in processes.rs.
+# strace -f runs a metered program, and is metered itself, in processes/strace.rs.
 $only_build || command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 # mutrace (a column of `overhead` where installed) is not packaged for Debian 12: not installed
 # here; `overhead` says "not run: not installed".
@@ -50,6 +50,11 @@ if command -v rustup >/dev/null 2>&1; then
     for c in rustfmt clippy; do
         rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
     done
+    # The aarch64 standard library, for CI's compile check of the collector on aarch64 (there is
+    # no aarch64 machine to run it on here); CI says so when it cannot be had.
+    rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \
+        || rustup target add aarch64-unknown-linux-gnu \
+        || echo "install: could not add the aarch64 target; CI's aarch64 check will say it skipped"
 fi
 
 # The eBPF collector reads tracepoints through tracefs; `record` mounts it too, but the tests'

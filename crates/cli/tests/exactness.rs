@@ -8,7 +8,7 @@
 //!
 //! Ground-truth programs (`tests/programs/`): condvar.c, contended.c, hammer.c, handoff.c, kinds.c,
 //! reuse.c, rwlock.c, semantics.c, sighandler.c, spin.c, striped.c, trylock.c, c11mtx.c,
-//! cxxlocks.cpp.
+//! cxxlocks.cpp, cpuhop.c.
 //!
 //! Needs gcc and g++. Run with `cargo test -p lockmeter --test exactness`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
@@ -519,4 +519,32 @@ fn cxx_std_mutex_shared_mutex_recursive_and_timed_are_counted_exactly() {
     p.expect_lock("cxx_timed", "mutex", t * m / 4);
     let tr = p.expect_lock("cxx_try", "mutex", 2);
     p.eq("cxx_try trylock_failures", u(tr, "trylock_failures"), tries);
+}
+
+#[test]
+fn per_cpu_counts_are_exact_when_threads_change_cpus() {
+    let s = Scratch::new("cpuhop");
+    let exe = s.compile("cpuhop");
+    let ran = run_metered(&s, "p.lmp", &[], &exe, &["3", "12"]);
+    ran.expect_code(0);
+    let p = Profile::load(&s.path("p.lmp"), &ran);
+    p.check_consistency();
+    p.expect_nothing_dropped();
+    // The program's own count of its acquisitions on each CPU (it pins itself to each in turn).
+    let mut want: Vec<(u64, u64)> = Vec::new();
+    for l in ran.stdout.lines() {
+        let f: Vec<u64> = l.split(' ').skip(1).filter_map(|x| x.parse().ok()).collect();
+        if l.starts_with("cpu ") && f.len() == 2 {
+            want.push((f[0], f[1]));
+        }
+    }
+    p.check(!want.is_empty(), "the program printed its per-CPU counts");
+    let got: Vec<(u64, u64)> = p.json["cpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| (u(c, "cpu"), u(c, "acquisitions")))
+        .filter(|&(_, a)| a > 0)
+        .collect();
+    p.eq("cpus[] (cpu, acquisitions)", got, want);
 }

@@ -8,6 +8,14 @@
 //! [`markdown_table`] (a test checks it). Adding a setting is one row here and the code that
 //! reads it.
 
+mod parse;
+mod readme;
+#[cfg(test)]
+mod tests;
+
+pub use parse::{parse_clock, parse_duration_ms, parse_hold, parse_size, parse_u64, show_size};
+pub use readme::markdown_table;
+
 /// How `lockmeter run` exposes a setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cli {
@@ -146,81 +154,6 @@ impl Setting {
                 false => Err(format!("{name} takes one of {}, not '{v}'", names.join(", "))),
             },
         }
-    }
-}
-
-/// Parses a decimal `u64` (no sign, no spaces); `None` when empty, not a number or too large.
-pub fn parse_u64(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in b {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(v)
-}
-
-/// Parses a size: a decimal number of bytes, or of KiB, MiB, GiB or TiB with a `K`, `M`, `G` or
-/// `T` suffix (either case). `None` when malformed or too large.
-pub fn parse_size(b: &[u8]) -> Option<u64> {
-    let (digits, shift) = match b.last()? {
-        b'k' | b'K' => (&b[..b.len() - 1], 10),
-        b'm' | b'M' => (&b[..b.len() - 1], 20),
-        b'g' | b'G' => (&b[..b.len() - 1], 30),
-        b't' | b'T' => (&b[..b.len() - 1], 40),
-        _ => (b, 0),
-    };
-    parse_u64(digits)?.checked_mul(1u64 << shift)
-}
-
-/// A size as the shortest exact text [`parse_size`] reads back (`64M`, `1500`).
-pub fn show_size(n: u64) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if n != 0 && n % (1u64 << shift) == 0 {
-            return format!("{}{unit}", n >> shift);
-        }
-    }
-    n.to_string()
-}
-
-/// Hold timing from its text: `on` → 0 (time every hold), `off` → 1 (none), `sample:N` → N
-/// (one hold in N, N ≥ 2, at most 2^30). `None` for anything else.
-pub fn parse_hold(b: &[u8]) -> Option<u32> {
-    match b {
-        b"on" => Some(0),
-        b"off" => Some(1),
-        _ => {
-            let n = parse_u64(b.strip_prefix(b"sample:")?)?;
-            (2..=1 << 30).contains(&n).then_some(n as u32)
-        }
-    }
-}
-
-/// A duration in milliseconds from its text: digits and a unit, `ms`, `s`, `m` or `h` (digits
-/// alone are seconds). `None` for anything else or more than 2^40 ms.
-pub fn parse_duration_ms(b: &[u8]) -> Option<u64> {
-    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
-    let n = parse_u64(b.get(..digits)?)?;
-    let mult = match b.get(digits..)? {
-        b"ms" => 1,
-        b"" | b"s" => 1000,
-        b"m" => 60_000,
-        b"h" => 3_600_000,
-        _ => return None,
-    };
-    n.checked_mul(mult).filter(|&v| v <= 1 << 40)
-}
-
-/// The clock from its text: `tsc` → `Some(true)`, `monotonic` → `Some(false)`.
-pub fn parse_clock(b: &[u8]) -> Option<bool> {
-    match b {
-        b"tsc" => Some(true),
-        b"monotonic" => Some(false),
-        _ => None,
     }
 }
 
@@ -543,125 +476,3 @@ pub const SETTINGS: &[Setting] = &[
     DURATION,
     INTERVAL,
 ];
-
-/// The settings as the README's Markdown table (`run` option, variable, meaning, default).
-pub fn markdown_table() -> String {
-    let mut s =
-        String::from("| `run` option | variable | meaning | default |\n|---|---|---|---|\n");
-    for st in SETTINGS {
-        let opt = match st.cli {
-            Cli::Flag(f) | Cli::Own(f) => format!("`{f} {}`", st.value_name),
-            Cli::None => String::new(),
-        };
-        s.push_str(&format!("| {opt} | `{}` | {} | {} |\n", st.env, st.help, st.default));
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_unique_and_consistent() {
-        for (i, a) in SETTINGS.iter().enumerate() {
-            assert_eq!(a.env_c.to_bytes(), a.env.as_bytes());
-            assert!(a.env.starts_with("LOCKMETER_"), "{}", a.env);
-            for b in &SETTINGS[i + 1..] {
-                assert_ne!(a.env, b.env);
-                if let (Cli::Flag(x) | Cli::Own(x), Cli::Flag(y) | Cli::Own(y)) = (a.cli, b.cli) {
-                    assert_ne!(x, y);
-                }
-            }
-            if let Value::Count { default, min, max } | Value::Size { default, min, max } = a.value
-            {
-                assert!(min <= default && default <= max, "{}", a.env);
-            }
-        }
-    }
-
-    #[test]
-    fn counts_default_and_clamp() {
-        assert_eq!(FRAMES.count(None), 16);
-        assert_eq!(FRAMES.count(Some(b"4")), 4);
-        assert_eq!(FRAMES.count(Some(b"0")), 0);
-        assert_eq!(FRAMES.count(Some(b"1000")), crate::stacks::MAX_FRAMES as u64);
-        assert_eq!(RECORDS.count(Some(b"1")), 16);
-        assert_eq!(RECORDS.count(Some(b"x")), 256);
-        assert_eq!(RECORDS.count(Some(b"")), 256);
-        assert_eq!(RECORDS.count(Some(b"99999999999999999999999")), 256);
-    }
-
-    #[test]
-    fn sizes_parse_clamp_and_show() {
-        assert_eq!(parse_size(b"4096"), Some(4096));
-        assert_eq!(parse_size(b"64k"), Some(64 << 10));
-        assert_eq!(parse_size(b"512M"), Some(512 << 20));
-        assert_eq!(parse_size(b"2G"), Some(2 << 30));
-        assert_eq!(parse_size(b"1T"), Some(1 << 40));
-        for bad in [&b""[..], b"M", b"12MB", b"-1", b"1.5G", b"99999999999T"] {
-            assert_eq!(parse_size(bad), None, "{:?}", std::str::from_utf8(bad));
-        }
-        assert_eq!(MAX_MEMORY.count(None), 1 << 30);
-        assert_eq!(MAX_MEMORY.count(Some(b"64M")), 64 << 20);
-        assert_eq!(MAX_MEMORY.count(Some(b"1")), 1 << 20, "clamped up");
-        assert_eq!(MAX_MEMORY.count(Some(b"lots")), 1 << 30);
-        assert!(MAX_MEMORY.validate("256M").is_ok());
-        let e = MAX_MEMORY.validate("1K").unwrap_err();
-        assert!(e.contains("--max-memory takes a size from 1M to 16T"), "{e}");
-        assert!(MAX_MEMORY.validate("much").unwrap_err().contains("such as 512M"));
-        for n in [1500u64, 1 << 20, 3 << 30, 1 << 44] {
-            assert_eq!(parse_size(show_size(n).as_bytes()), Some(n));
-        }
-        assert_eq!(show_size(64 << 20), "64M");
-    }
-
-    #[test]
-    fn hold_and_clock() {
-        assert_eq!(parse_hold(b"on"), Some(0));
-        assert_eq!(parse_hold(b"off"), Some(1));
-        assert_eq!(parse_hold(b"sample:16"), Some(16));
-        assert_eq!(parse_hold(b"sample:1"), None);
-        assert_eq!(parse_hold(b"sample:"), None);
-        assert_eq!(parse_hold(b"16"), None);
-        assert_eq!(parse_clock(b"tsc"), Some(true));
-        assert_eq!(parse_clock(b"monotonic"), Some(false));
-        assert_eq!(parse_clock(b"TSC"), None);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ms(b"500ms"), Some(500));
-        assert_eq!(parse_duration_ms(b"2"), Some(2000));
-        assert_eq!(parse_duration_ms(b"2s"), Some(2000));
-        assert_eq!(parse_duration_ms(b"3m"), Some(180_000));
-        assert_eq!(parse_duration_ms(b"1h"), Some(3_600_000));
-        assert_eq!(parse_duration_ms(b"ms"), None);
-        assert_eq!(parse_duration_ms(b"1.5s"), None);
-        assert_eq!(parse_duration_ms(b"10d"), None);
-        assert_eq!(parse_duration_ms(b""), None);
-        let e = DELAY.validate("soon").unwrap_err();
-        assert!(e.contains("--delay takes a duration"), "{e}");
-    }
-
-    #[test]
-    fn validate_says_what_is_allowed() {
-        assert!(FRAMES.validate("8").is_ok());
-        let e = FRAMES.validate("65").unwrap_err();
-        assert!(e.contains("--frames takes a number from 0 to 64"), "{e}");
-        assert!(RECORDS.validate("ten").unwrap_err().contains("takes a number"));
-        assert!(HOLD.validate("sample:4").is_ok());
-        assert!(HOLD.validate("sometimes").is_err());
-        assert!(CLOCK.validate("monotonic").is_ok());
-        assert!(CLOCK.validate("hpet").is_err());
-    }
-
-    #[test]
-    fn markdown_has_every_setting() {
-        let t = markdown_table();
-        for s in SETTINGS {
-            assert!(t.contains(s.env), "{}", s.env);
-        }
-        assert_eq!(t.lines().count(), SETTINGS.len() + 2);
-    }
-}

@@ -108,6 +108,27 @@ pub(crate) fn raw(n: libc::c_long, a: [usize; 4]) -> isize {
     r
 }
 
+/// A raw system call: returns the result or `-errno`; never touches errno.
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn raw(n: libc::c_long, a: [usize; 4]) -> isize {
+    let r: isize;
+    // SAFETY: the Linux aarch64 system call convention (x8: the number, x0-x3: the arguments,
+    // x0: the result); the kernel preserves every other register. Callers pass arguments valid
+    // for the call `n`.
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a[0] as isize => r,
+            in("x1") a[1],
+            in("x2") a[2],
+            in("x3") a[3],
+            options(nostack)
+        )
+    };
+    r
+}
+
 /// Parses `LOCKMETER_GUARD_FD` (`FD:INODE`): the descriptor, if it is still the pipe `run` made.
 pub(crate) fn set_done_fd(v: &[u8]) {
     let mut it = v.splitn(2, |&c| c == b':');

@@ -240,11 +240,7 @@ fn calibrate_overhead() {
         slot.last_owner.store(0, Relaxed);
     }
     for sh in state::shards() {
-        for c in sh.cpus.iter() {
-            c.acquisitions.set(0);
-            c.contended.set(0);
-            c.wait_ns.set(0);
-        }
+        sh.clear_cpus();
         crate::cost::end_calibration(&sh.cost, state::ticks_to_ns);
     }
 }

@@ -1,5 +1,5 @@
 /* A heap lock used over several intervals of `run --interval`, then destroyed while the program
- * goes on (live.rs: the time series hands an ended lock's intervals to its class).
+ * goes on (live/timeline.rs: the time series hands an ended lock's intervals to its class).
  * argv: ROUNDS PER_ROUND SLEEP_MS. Each round: PER_ROUND lock+unlock pairs on the heap mutex,
  * then a SLEEP_MS sleep; then the mutex is destroyed and freed, and the program sleeps 3 more
  * rounds. Prints "ok ACQUISITIONS". */

@@ -1,4 +1,4 @@
-/* A long-running program for `lockmeter top` (live.rs): two threads take the mutex named
+/* A long-running program for `lockmeter top` (live/top.rs): two threads take the mutex named
  * "live.hot" in a loop (holding it a moment, so that they wait on each other) until SIGTERM, or
  * for at most argv[1] seconds (default 60). */
 #include "e2e_common.h"

@@ -1,4 +1,4 @@
-/* A long-running program in phases, driven by the test through its stdin and stdout (live.rs):
+/* A long-running program in phases, driven by the test through its stdin and stdout (live/):
  * it prints "pid P", then before each phase waits for one line on stdin ("go"), runs the phase
  * and prints what it did: "phase K LOCK N ..." (N acquisitions of the mutex named LOCK). Ends at
  * EOF on stdin.

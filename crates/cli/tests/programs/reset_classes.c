@@ -1,4 +1,4 @@
-/* Lock lifetimes across a reset (live.rs), driven through stdin and stdout like phases.c: prints
+/* Lock lifetimes across a reset (live/), driven through stdin and stdout like phases.c: prints
  * "pid P", then before each phase waits for one line on stdin, runs the phase and prints what it
  * did. N heap mutexes (argv[1], default 50), all initialized at one call site (make), and the
  * mutex named reset.keep, which lives throughout. Everything runs on the main thread, so a lock

@@ -322,7 +322,7 @@ pub(super) fn write_records(b: &mut Bufs, enc: &mut Enc, pid: u32, end: End) -> 
         let mut c = CpuStats { cpu: cpu as u32, ..Default::default() };
         for sh in state::shards() {
             if let Some(x) = sh.cpus.get(cpu) {
-                c.acquisitions += x.acquisitions.get();
+                c.acquisitions += sh.cpu_acquisitions(cpu);
                 c.contended += x.contended.get();
                 c.wait_ns += x.wait_ns.get();
             }

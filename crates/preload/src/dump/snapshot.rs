@@ -91,7 +91,7 @@ fn take_baseline() -> Result<(), &'static [u8]> {
     unsafe { crate::timeline::reset(now) };
     for sh in state::shards() {
         for (cpu, c) in sh.cpus.iter().enumerate() {
-            let a = c.acquisitions.get();
+            let a = sh.cpu_acquisitions(cpu);
             if a > 0 {
                 // SAFETY: as above.
                 unsafe { crate::live::put_cpu(cpu, a, c.contended.get(), c.wait_ns.get()) };

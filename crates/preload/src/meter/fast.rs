@@ -7,7 +7,6 @@
 //! but for being timed, so that the estimate measures the path most calls take.
 
 use super::{Found, lookup_hit, publish_holder, push_held};
-use crate::state::CpuCounters;
 use crate::state::{CFG, Cx, Held, Private, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
@@ -296,14 +295,33 @@ pub(super) fn end_top<const COST_REL: bool>(
     r
 }
 
-/// Counts an acquisition on the CPU the thread runs on; returns that CPU's counters.
+/// Counts an acquisition on the CPU the thread runs on; returns that CPU. The count goes to the
+/// thread's pending count (`Private::cpu_pending`, in the line the pair reads anyway) while the
+/// CPU stays the same, to the CPU's counter in `Shard::cpus` (a line more) when it changes.
 #[inline(always)]
-pub(super) fn count_cpu(cx: &Cx) -> Option<&'static CpuCounters> {
-    let cpuc = cx.shard.cpus.get(crate::sys::current_cpu() as usize);
-    if let Some(c) = cpuc {
-        c.acquisitions.add(1);
+pub(super) fn count_cpu(cx: &Cx) -> u32 {
+    let cpu = crate::sys::current_cpu();
+    // SAFETY: busy flag held; the borrow ends here.
+    let p = unsafe { cx.private() };
+    if p.cpu_last.load(Relaxed) == cpu {
+        p.cpu_pending.store(p.cpu_pending.load(Relaxed) + 1, Relaxed);
+    } else {
+        count_cpu_moved(cx, cpu);
     }
-    cpuc
+    cpu
+}
+
+/// [`count_cpu`] on another CPU than the pending count's: the pending count added to its CPU's
+/// counter, a new one started for `cpu` (out of line: rare).
+#[cold]
+#[inline(never)]
+fn count_cpu_moved(cx: &Cx, cpu: u32) {
+    cx.shard.flush_cpu_pending();
+    // SAFETY: busy flag held; the borrow ends here.
+    let p = unsafe { cx.private() };
+    // The count before the CPU: a reader that finds the CPU finds its count.
+    p.cpu_pending.store(1, Relaxed);
+    p.cpu_last.store(cpu, Relaxed);
 }
 
 /// Records in `st` the hold from `t_acq` to `t_rel` (ticks; either 0: not timed).

@@ -319,7 +319,7 @@ pub(crate) fn acquired_found(
     how: How,
     who: Option<&Contention>,
 ) {
-    let cpuc = count_cpu(cx);
+    let cpu = count_cpu(cx);
     let (st, slot, idx_gen) = match found {
         Ok(f) => f,
         Err(why) => return lost(cx, why),
@@ -341,7 +341,7 @@ pub(crate) fn acquired_found(
                 my_stack = record_contention(cx, k1, c, ns);
                 keep_wait(cx, k1, c, t0, t1, my_stack);
             }
-            if let Some(c) = cpuc {
+            if let Some(c) = cx.shard.cpus.get(cpu as usize) {
                 c.contended.add(1);
                 c.wait_ns.add(ns);
             }

@@ -26,8 +26,8 @@ pub(crate) use config::{
     registry, ticks_to_ns, unmap_kept,
 };
 pub(crate) use shards::{
-    ACQ_NO_SHARD, Cached, CpuCounters, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack,
-    THREADS_REFUSED, grow_lookups, init_recycling, shards,
+    ACQ_NO_SHARD, Cached, Held, NEXT_THREAD, Private, SHARDS, Shard, SiteStack, THREADS_REFUSED,
+    grow_lookups, init_recycling, shards,
 };
 pub(crate) use tls::{
     Cx, Entered, OWN_PENDING, enter, enter_quick, fork_pending, init_own, init_tls_offset, leave,

@@ -108,6 +108,13 @@ pub(crate) struct Private {
     /// [`Shard::owner`], the thread's owner id in the registry, as the fast path reads it (set
     /// with it by `Shard::set_thread`, on the thread itself).
     pub(crate) owner: u32,
+    /// The thread's per-CPU acquisition count kept in this line rather than in
+    /// [`Shard::cpus`] (a line more per acquisition): the CPU it last counted on
+    /// (`u32::MAX`: none) and how many acquisitions on it are not yet added to that CPU's
+    /// counter, added when the CPU changes (`meter::fast::count_cpu`). Atomic: readers of the
+    /// per-CPU counts on other threads fold it in ([`Shard::cpu_acquisitions`]).
+    pub(crate) cpu_last: AtomicU32,
+    pub(crate) cpu_pending: AtomicU64,
     pub(crate) cost_holding: u32,
     pub(crate) cond_site: usize,
     pub(crate) cond_t0: u64,
@@ -124,6 +131,8 @@ const _: () = {
     assert!(offset_of!(Private, held_len) % 64 == 0);
     assert!(offset_of!(Private, owner) + 4 <= offset_of!(Private, held_len) + 64);
     assert!(offset_of!(Private, cond_addr) + 8 <= offset_of!(Private, held_len) + 64);
+    assert!(offset_of!(Private, cpu_last) + 4 <= offset_of!(Private, held_len) + 64);
+    assert!(offset_of!(Private, cpu_pending) + 8 <= offset_of!(Private, held_len) + 64);
 };
 
 /// Per-CPU counters of one thread.
@@ -217,6 +226,49 @@ impl Shard {
     #[inline(always)]
     pub(crate) fn lookups(&self) -> *mut Cached {
         core::ptr::with_exposed_provenance_mut(self as *const Shard as usize + LOOKUP_OFF)
+    }
+
+    /// The acquisitions counted on `cpu`: its counter in [`Shard::cpus`] plus the count
+    /// [`Private::cpu_pending`] holds for it ([`Private::cpu_last`] being `cpu`). Exact once
+    /// the thread is quiet; while it runs, a live reader may be off by the pending count while
+    /// it moves to its counter ([`Shard::flush_cpu_pending`]).
+    pub(crate) fn cpu_acquisitions(&self, cpu: usize) -> u64 {
+        let counted = self.cpus.get(cpu).map_or(0, |c| c.acquisitions.get());
+        let (last, pending) = self.cpu_words();
+        if last.load(Relaxed) as usize == cpu { counted + pending.load(Relaxed) } else { counted }
+    }
+
+    /// [`Private::cpu_last`] and [`Private::cpu_pending`], reached from any thread.
+    fn cpu_words(&self) -> (&AtomicU32, &AtomicU64) {
+        let p = self.private.get();
+        // SAFETY: only the two atomic words are reached, through raw pointers to them (no
+        // reference to the rest of `private`); their thread writes them only atomically.
+        unsafe { (&*core::ptr::addr_of!((*p).cpu_last), &*core::ptr::addr_of!((*p).cpu_pending)) }
+    }
+
+    /// Moves the count [`Private::cpu_pending`] holds to its CPU's counter in [`Shard::cpus`]
+    /// and leaves none pending, for no CPU. The words are cleared first, so that a reader
+    /// meanwhile misses the count rather than counting it twice. Called by the shard's thread,
+    /// or by the thread taking the shard over once its thread is gone (one writer).
+    pub(crate) fn flush_cpu_pending(&self) {
+        let (last, pending) = self.cpu_words();
+        let cpu = last.load(Relaxed);
+        last.store(u32::MAX, Relaxed);
+        let n = pending.load(Relaxed);
+        pending.store(0, Relaxed);
+        if let Some(c) = self.cpus.get(cpu as usize) {
+            c.acquisitions.add(n);
+        }
+    }
+
+    /// Clears the per-CPU counts (the constructor's calibration, before any other thread meters).
+    pub(crate) fn clear_cpus(&self) {
+        self.flush_cpu_pending();
+        for c in self.cpus.iter() {
+            c.acquisitions.set(0);
+            c.contended.set(0);
+            c.wait_ns.set(0);
+        }
     }
 
     /// The thread's name as recorded at its first lock.
@@ -405,6 +457,8 @@ fn take_over(sh: &Shard) -> bool {
     sh.table.clear();
     sh.stacks.clear();
     sh.events.clear();
+    // The old thread's acquisitions pending for its last CPU go to that CPU's counter first.
+    sh.flush_cpu_pending();
     // SAFETY: the old thread is gone and we own the shard now: nobody else touches `private`.
     // Everything but the unwind cache (valid for any thread of the process) starts afresh; the
     // lookup cache's lines pointed into the records just cleared: emptied, kept where it is.

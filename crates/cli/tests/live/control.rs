@@ -1,0 +1,303 @@
+//! Run-time control: `lockmeter ctl PID snapshot | pause | resume | reset | status` against the
+//! program's own counts, `run --delay`, `--duration`, `--control 0`, a process that is not metered,
+//! a program that closes the control socket, and memcached under load answering a snapshot.
+
+use super::{Phased, count, ctl, snapshot};
+use crate::common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+#[test]
+fn snapshot_pause_resume_reset_are_exact() {
+    let s = Scratch::new("ctl");
+    let mut p = Phased::start(&s, &[]);
+
+    // Phase 1, then a snapshot: exactly the program's count, and the program keeps running.
+    let l1 = p.phase();
+    let s1 = snapshot(&s, p.pid, "s1.lmp");
+    s1.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    s1.eq("s1: totals.acquisitions", s1.totals("acquisitions"), count(&l1, "live.a"));
+
+    // Phase 2 paused: adds nothing.
+    let st = ctl(&s.dir, p.pid, &["pause"]);
+    st.expect_code(0);
+    let status = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "paused", "{status}");
+    let l2 = p.phase();
+    assert!(count(&l2, "live.b") > 0);
+    let s2 = snapshot(&s, p.pid, "s2.lmp");
+    s2.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    s2.eq("s2: live.b while paused", s2.acq("live.b"), 0);
+    s2.eq("s2: totals.acquisitions", s2.totals("acquisitions"), count(&l1, "live.a"));
+
+    // Resume and reset: phase 3 starts from zero; repeated snapshots agree.
+    ctl(&s.dir, p.pid, &["resume"]).expect_code(0);
+    let status = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "metering", "{status}");
+    ctl(&s.dir, p.pid, &["reset"]).expect_code(0);
+    let s3a = snapshot(&s, p.pid, "s3a.lmp");
+    s3a.eq("right after the reset: totals.acquisitions", s3a.totals("acquisitions"), 0);
+    let l3 = p.phase();
+    let s3 = snapshot(&s, p.pid, "s3.lmp");
+    s3.expect_lock("live.a", "mutex", count(&l3, "live.a"));
+    s3.eq("s3: totals.acquisitions", s3.totals("acquisitions"), count(&l3, "live.a"));
+
+    // Phase 4, contended, and the final profile: everything since the reset, exactly.
+    let l4 = p.phase();
+    let f = p.finish();
+    f.expect_end("exit", None);
+    f.check_consistency();
+    f.expect_lock("live.a", "mutex", count(&l3, "live.a"));
+    f.expect_lock("live.c", "mutex", count(&l4, "live.c"));
+    let d = f.expect_lock("live.d", "mutex", count(&l4, "live.d"));
+    f.eq("live.d contended", u(d, "contended"), count(&l4, "contended"));
+    f.eq("live.b (only taken while paused)", f.acq("live.b"), 0);
+    f.eq(
+        "final totals.acquisitions",
+        f.totals("acquisitions"),
+        count(&l3, "live.a") + count(&l4, "live.c") + count(&l4, "live.d"),
+    );
+    // The socket is gone with the process.
+    let gone = ctl(&s.dir, p_pid_of(&f), &["status"]);
+    assert_ne!(gone.status.code(), Some(0), "{gone}");
+}
+
+#[test]
+fn locks_destroyed_after_a_reset_join_their_class_without_what_came_before() {
+    // reset_classes.c: heap mutexes initialized at one site and taken before the reset; after it,
+    // taken again and destroyed, initialized again at the same addresses (the thread's record is
+    // reused: its counts fold into the class while the program runs) and destroyed once more
+    // (folded when the profile is written). The class holds exactly what came after the reset.
+    let s = Scratch::new("reset-classes");
+    let mut p = Phased::start_program(&s, "reset_classes", &["50"], &[]);
+    let l1 = p.phase();
+    assert_eq!(count(&l1, "class"), 150, "{l1}");
+    ctl(&s.dir, p.pid, &["reset"]).expect_code(0);
+    let l2 = p.phase();
+    let class_acq = count(&l2, "class");
+    let keep_acq = count(&l2, "reset.keep");
+    let check = |f: &Profile, what: &str| {
+        f.check_consistency();
+        f.expect_lock("reset.keep", "mutex", keep_acq);
+        let classes: Vec<&serde_json::Value> =
+            f.locks().iter().filter(|l| sf(l, "name_source") == Some("class")).collect();
+        f.eq(format!("{what}: class rows"), classes.len(), 1);
+        f.check(
+            sf(classes[0], "name").is_some_and(|n| n.contains("heap locks initialized at make")),
+            format!("{what}: the class of make: {:?}", sf(classes[0], "name")),
+        );
+        f.eq(format!("{what}: class acquisitions"), u(classes[0], "acquisitions"), class_acq);
+        f.eq(format!("{what}: class holds timed"), u(classes[0], "holds_timed"), class_acq);
+        f.eq(
+            format!("{what}: totals.acquisitions"),
+            f.totals("acquisitions"),
+            class_acq + keep_acq,
+        );
+    };
+    check(&snapshot(&s, p.pid, "after.lmp"), "snapshot");
+    let f = p.finish();
+    f.expect_end("exit", None);
+    check(&f, "final");
+}
+
+fn p_pid_of(p: &Profile) -> u32 {
+    u(p.header(), "pid") as u32
+}
+
+#[test]
+fn delay_starts_paused_until_resumed() {
+    let s = Scratch::new("delay");
+    let mut p = Phased::start(&s, &["--delay", "1h"]);
+    let status = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "paused", "{status}");
+    let _l1 = p.phase();
+    ctl(&s.dir, p.pid, &["resume"]).expect_code(0);
+    let l2 = p.phase();
+    let f = p.finish();
+    f.check_consistency();
+    f.expect_lock("live.a", "mutex", count(&l2, "live.a"));
+    f.expect_lock("live.b", "mutex", count(&l2, "live.b"));
+    f.eq("totals", f.totals("acquisitions"), count(&l2, "live.a") + count(&l2, "live.b"));
+}
+
+#[test]
+fn duration_stops_metering_and_the_program_runs_on() {
+    let s = Scratch::new("duration");
+    let mut p = Phased::start(&s, &["--duration", "1ms"]);
+    // Wait (without a time condition on the result) until the collector has paused itself.
+    let mut paused = false;
+    for _ in 0..200 {
+        let st = ctl(&s.dir, p.pid, &["status"]);
+        if st.expect_code(0).stdout.trim() == "paused" {
+            paused = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(paused, "--duration 1ms never paused metering");
+    let l1 = p.phase();
+    let l2 = p.phase();
+    assert!(count(&l1, "live.a") > 0 && count(&l2, "live.b") > 0);
+    let f = p.finish();
+    f.eq("acquisitions after --duration", f.totals("acquisitions"), 0);
+}
+
+#[test]
+fn control_off_serves_no_socket_and_metering_goes_on() {
+    let s = Scratch::new("control-off");
+    let mut p = Phased::start(&s, &["--control", "0"]);
+    // No control thread and no socket (with control on, `ctl status` answers at this point:
+    // see delay_starts_paused_until_resumed).
+    assert!(!has_thread(p.pid, "lockmeter-ctl"), "a control thread runs with --control 0");
+    let st = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(st.status.code(), Some(2), "{st}");
+    let l1 = p.phase();
+    let f = p.finish();
+    f.check_consistency();
+    f.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    f.eq("totals", f.totals("acquisitions"), count(&l1, "live.a"));
+}
+
+#[test]
+fn ctl_on_a_process_that_is_not_metered_says_so() {
+    let s = Scratch::new("notmetered");
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let ran = ctl(&s.dir, sleeper.id(), &["snapshot"]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert_eq!(ran.stderr.lines().count(), 1, "{ran}");
+    assert!(ran.stderr.contains("is not metered by lockmeter"), "{ran}");
+    assert!(s.files_with_prefix("lockmeter-").is_empty(), "a file was written: {ran}");
+
+    let ran = ctl(&s.dir, 999_999_999, &["pause"]);
+    assert_eq!(ran.status.code(), Some(2), "{ran}");
+    assert!(ran.stderr.contains("there is no process 999999999"), "{ran}");
+}
+
+/// Whether process `pid` has a thread named `name`.
+fn has_thread(pid: u32, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+}
+
+#[test]
+fn a_program_that_closes_every_descriptor_loses_control_not_its_files() {
+    let s = Scratch::new("closer");
+    let include = workspace().join("include");
+    let exe = s.compile_with("closer", "closer", &["-I", include.to_str().unwrap()]);
+    let out = s.path("closer.lmp");
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--"]).arg(&exe);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid: u32 = line
+        .trim()
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("closer printed {line:?}"));
+    // Control is gone (the first request may still reach the old socket and get no answer);
+    // the control thread ends instead of serving the program's descriptors.
+    for _ in 0..2 {
+        let ran = ctl(&s.dir, pid, &["status"]);
+        assert_eq!(ran.status.code(), Some(2), "{ran}");
+    }
+    let mut gone = false;
+    for _ in 0..200 {
+        if !has_thread(pid, "lockmeter-ctl") {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(gone, "the control thread still runs");
+    let ran = ctl(&s.dir, pid, &["status"]);
+    assert!(ran.stderr.contains("has no control socket"), "{ran}");
+    // Metering goes on, and the profile is written at exit.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"end\n").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let ran = Ran {
+        what: "lockmeter run closer".into(),
+        status: std::process::ExitStatus::default(),
+        stdout: String::new(),
+        stderr: String::new(),
+        elapsed: Default::default(),
+    };
+    let p = Profile::load(&out, &ran);
+    p.expect_lock("closer.lock", "mutex", 10);
+}
+
+/// The first child of process `pid` named `comm` (`/proc/PID/task/*/children`).
+fn child_named(pid: u32, comm: &str) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()).collect::<Vec<_>>()
+        })
+        .find(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == comm)
+        })
+}
+
+/// A server under load: `ctl snapshot` of memcached while memcaslap drives it answers (the time
+/// it took is printed: a timing is never a pass/fail condition), the snapshot has memcached's
+/// locks, and memcached keeps serving: memcaslap misses no get, and a set/get round trip after
+/// the snapshot works.
+#[test]
+fn memcached_under_load_answers_a_snapshot_and_keeps_serving() {
+    use std::time::{Duration, Instant};
+    let s = Scratch::new("live-memcached");
+    let port = (24000 + std::process::id() % 20000) as u16;
+    let out = s.path("mc.lmp");
+    let Some(mut server) = Memcached::start(&s, &out, &[], port) else { return };
+    let addr = server.addr.clone();
+    let mc =
+        child_named(server.child.id(), "memcached").expect("memcached's pid under lockmeter run");
+    let load = Command::new("memcaslap")
+        .args(["-s", &addr, "-t", "4s", "-T", "2", "-c", "16"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run memcaslap");
+    std::thread::sleep(Duration::from_millis(1500));
+    let path = s.path("snap.lmp");
+    let t0 = Instant::now();
+    let ran = ctl(&s.dir, mc, &["snapshot", "-o", path.to_str().unwrap()]);
+    eprintln!("ctl snapshot of memcached under load answered in {:?}", t0.elapsed());
+    ran.expect_code(0);
+    let snap = Profile::load(&path, &ran);
+    snap.expect_end("snapshot", None);
+    snap.check_consistency();
+    snap.check(
+        snap.totals("acquisitions") > 0 && snap.locks().len() >= 2,
+        "the snapshot has memcached's locks",
+    );
+    let load = load.wait_with_output().expect("memcaslap");
+    let load_out = String::from_utf8_lossy(&load.stdout).into_owned();
+    assert!(load.status.success(), "memcaslap failed:\n{load_out}");
+    let misses = load_out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("get_misses: "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert_eq!(misses, Some(0), "memcaslap's get misses:\n{load_out}");
+    let lines = server.set_get("livekey");
+    assert_eq!(lines, ["STORED\r\n", "VALUE livekey 0 5\r\n", "hello\r\n", "END\r\n"]);
+    let ran = server.shutdown("memcached under lockmeter run".into());
+    let p = Profile::load(&out, &ran);
+    p.check_consistency();
+    // Everything the snapshot counted is in the final profile, and more.
+    p.check(
+        p.totals("acquisitions") > snap.totals("acquisitions"),
+        "the final profile counts past the snapshot",
+    );
+}
