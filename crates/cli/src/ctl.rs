@@ -60,14 +60,14 @@ pub(crate) fn connect(pid: u32) -> Result<UnixStream> {
             path.display()
         ),
         Err(_) if runs_the_collector(pid) => bail!(
-            "process {pid} runs under lockmeter but has no control socket: it has taken no lock yet (the socket starts at its first), runs with --control 0, or closed it; try again once it takes a lock"
+            "process {pid} runs under lockmeter but has no control socket: it runs with --control 0, closed it, or is a fork child that has taken no lock yet (a fork child binds its socket at its first lock)"
         ),
         Err(_) => Err(not_metered()),
     }
 }
 
-/// Whether process `pid` has the preload library mapped (its control socket starts at its first
-/// lock: without one, it may simply have taken none yet).
+/// Whether process `pid` has the preload library mapped (without a socket, it may run with
+/// `--control 0`, have closed it, or be a fork child that has taken no lock yet).
 fn runs_the_collector(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/maps")).is_ok_and(|m| {
         m.split(|&c| c == b'\n').any(|l| {

@@ -6,13 +6,16 @@
 //! with `SO_PEERCRED` (same user or root). No signal is used, so nothing the program does with
 //! its signals can interfere. The thread is a plain `pthread_create` thread (no Rust runtime, no
 //! allocation), with every signal blocked (the program's handlers, and ours that write the final
-//! profile, never run on it); it takes no lock of the program. The socket and the thread start at
-//! the image's first metered acquisition ([`at_first_lock`], beside the guardian): a launcher,
-//! a shell or a fork child that execs without taking a lock has nothing to show and pays for
-//! neither (`lockmeter ctl` on it says it took no lock yet). Only a timer (`--delay`,
-//! `--duration`, `--interval`) starts the thread in the constructor, since it must run before any
-//! lock is metered. A fork child starts its own (the parent's does not exist there), with its own
-//! socket, by the same rules.
+//! profile, never run on it); it takes no lock of the program. The constructor binds the socket
+//! and starts the thread ([`start_if_needed`]: a socket wanted, or a timer). A fork child starts
+//! its own (the parent's does not exist there), with its own socket: in its fork handler, after
+//! its copy of the collector's tables, where that copy is made there; a fork child whose copy
+//! waits for its first lock (`fork.rs`) starts the thread in its fork handler too
+//! ([`start_waiter`]: no hook ever creates a thread), but that thread first waits until the
+//! tables are the child's own (`fork::wait_until_own`), writing nothing of ours before (they are
+//! still shared with the parent), then binds the child's socket and serves. So a fork child
+//! binds its socket at its first lock; one that execs or exits before binds none (its waiting
+//! thread ends with it), and `lockmeter ctl` on it says so.
 //!
 //! Requests are one line: `snapshot`, `pause`, `resume`, `reset`, `status`. The answer starts
 //! with a line `ok ...` or `error: ...`; a snapshot's `ok` line is followed by the profile.
@@ -82,28 +85,64 @@ pub(crate) fn timers() -> bool {
         || NEXT_SAMPLE_NS.load(Relaxed) != 0
 }
 
-/// The constructor's part (or a fork child's): the thread starts now only for a pending timer;
-/// else the socket waits for the first metered acquisition ([`at_first_lock`]).
-pub(crate) fn start_for_timers() {
-    if timers() {
-        start();
-    }
+/// Whether the thread has work: a socket or a pending timer.
+fn needed() -> bool {
+    WANT_SOCKET.load(Relaxed) || timers()
 }
 
-/// The image's first metered acquisition (`guard::first_metering`, once per image, before the
-/// acquisition's lookup: the thread holds no metered lock then): the socket and its thread start
-/// unless they run already. `pthread_create` here is the same call the constructor made.
-pub(crate) fn at_first_lock() {
-    if WANT_SOCKET.load(Relaxed) && !RUNNING.load(Relaxed) {
-        start();
+/// Binds the socket and starts the thread, if either is wanted (constructor, or a fork child's
+/// handler after its copy).
+pub(crate) fn start_if_needed() {
+    if !needed() {
+        return;
     }
-}
-
-/// Binds the socket (if wanted) and starts the thread.
-fn start() {
     if WANT_SOCKET.load(Relaxed) {
         bind_socket();
     }
+    let ok = spawn(thread_main, core::ptr::null_mut());
+    RUNNING.store(ok, Relaxed);
+    if !ok {
+        sys::write_stderr(
+            b"lockmeter: cannot start the control thread; ctl, --delay and --duration are off\n",
+        );
+        close_listen();
+    }
+}
+
+/// In the fork handler of a child whose copy of the tables waits for its first lock
+/// (`fork::defer`; no timer runs there): starts the control thread if a socket is wanted, to
+/// wait on `own` (`fork::wait_until_own`) before it binds the child's socket. Writes nothing of
+/// ours (our memory may still be the parent's). Returns whether the thread runs.
+pub(crate) fn start_waiter(own: *mut c_void) -> bool {
+    if !WANT_SOCKET.load(Relaxed) {
+        return false;
+    }
+    let saved = sys::errno();
+    let ok = spawn(wait_then_serve, own);
+    sys::set_errno(saved);
+    if !ok {
+        sys::write_stderr(
+            b"lockmeter: cannot start a fork child's control thread; ctl is off in it\n",
+        );
+    }
+    ok
+}
+
+/// A pending fork child's control thread ([`start_waiter`]): once the child's tables are its own
+/// (`fork::start_pending` did what [`after_fork`] does for it), binds its socket and serves;
+/// ends if they could not be copied.
+extern "C" fn wait_then_serve(own: *mut c_void) -> *mut c_void {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"lockmeter-ctl".as_ptr()) };
+    if !crate::fork::wait_until_own(own.cast()) {
+        return core::ptr::null_mut();
+    }
+    bind_socket();
+    thread_main(core::ptr::null_mut())
+}
+
+/// Starts a detached thread running `f(arg)` with every signal blocked. Returns whether it runs.
+fn spawn(f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> bool {
     // Every signal blocked in the new thread: it inherits the mask set around its creation.
     // SAFETY: plain sigset and pthread calls with valid pointers; the attribute is initialized
     // before use and destroyed after.
@@ -118,14 +157,10 @@ fn start() {
         let mut t: libc::pthread_t = 0;
         // The real `pthread_create`, not our hook: the control thread takes no lock, so it is
         // not counted among the program's threads, and no unwind cache is built for it.
-        let ok = crate::real::thread_create(&mut t, &attr, thread_main, core::ptr::null_mut()) == 0;
+        let ok = crate::real::thread_create(&mut t, &attr, f, arg) == 0;
         libc::pthread_attr_destroy(&mut attr);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
-        RUNNING.store(ok, Relaxed);
-        if !ok {
-            sys::write_stderr(b"lockmeter: cannot start the control thread; ctl, --delay and --duration are off\n");
-            close_listen();
-        }
+        ok
     }
 }
 
@@ -142,13 +177,21 @@ pub(crate) fn close_inherited() {
 }
 
 /// In a fork child with its own copy of our memory ([`close_inherited`] closed the parent's
-/// socket): the parent's thread is not here, and its socket is not ours.
-pub(crate) fn after_fork() {
+/// socket): the parent's thread is not here, and its socket is not ours. `waiter`: `None` in the
+/// fork handler, which starts the child's thread and socket now; at a pending child's first lock
+/// (a hook: no thread is created there), whether its handler's thread waits for this
+/// ([`start_waiter`]: it binds the socket once the tables are the child's own).
+pub(crate) fn after_fork(waiter: Option<bool>) {
     live::forget_sock_path();
     LISTEN_FD.store(-1, Relaxed);
     arm_sampling(clock::monotonic_ns());
-    RUNNING.store(false, Relaxed);
-    start_for_timers();
+    match waiter {
+        None => {
+            RUNNING.store(false, Relaxed);
+            start_if_needed();
+        }
+        Some(w) => RUNNING.store(w, Relaxed),
+    }
 }
 
 fn close_listen() {

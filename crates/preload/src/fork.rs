@@ -15,8 +15,17 @@
 //! The page is the one of `state::own_process` (`MADV_WIPEONFORK`: zero in every child with a
 //! memory of its own; private): its first byte says whether the process owns the tables (1),
 //! is a fork child that has not copied them yet ([`PENDING`]), is copying them ([`STARTING`]),
-//! or is a `_Fork`/raw `clone` child, which never meters (0). Until its first lock a pending
-//! child's hooks pass through, as a `_Fork` child's do.
+//! or is a `_Fork`/raw `clone` child, which never meters (0; a child whose copy failed stores it
+//! too). Until its first lock a pending child's hooks pass through, as a `_Fork` child's do. Its
+//! threads' first locks race: one copies, the others wait for it (`sched_yield`) and are then
+//! counted in the child's own tables.
+//!
+//! Where a control socket is wanted, the fork handler of a deferred child starts its control
+//! thread (`control::start_waiter`: no hook creates a thread), which first waits on a futex on
+//! the word of that byte ([`wait_until_own`]), touching nothing of ours (our memory is still the
+//! parent's), until the copy is done (the copying thread, having reset the control's statics as
+//! `control::after_fork` does, wakes it) or failed (it ends); it then binds the child's socket
+//! and serves. A child that execs or exits before its first lock never bound a socket.
 //!
 //! The child starts deferred only where its parent was metering plainly at the fork (state
 //! `READY`, no `--delay`/`--duration`/`--interval` timer, no lock swapping) and shares its data
@@ -33,7 +42,7 @@
 
 use crate::dump;
 use crate::state::{self, READY, STATE};
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use lockmeter_core::clock;
 
 /// The process owns the collector's tables.
@@ -42,6 +51,13 @@ const OWN: u8 = 1;
 const PENDING: u8 = state::OWN_PENDING;
 /// A fork child copying them (its first lock, on one thread).
 const STARTING: u8 = 3;
+/// What a fork child whose copy failed stores: the byte of a `_Fork` child (never metered).
+const FAILED: u8 = 0;
+
+thread_local! {
+    /// Set on the thread that copies the tables, while it does.
+    static COPYING: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
 
 /// The facts of a pending child, on the first page of [`Private`].
 #[repr(C, align(4096))]
@@ -54,6 +70,9 @@ struct Facts {
     exec_busy: AtomicBool,
     /// Whether the child's guardian is armed (its parent had one or was to get one).
     armed: AtomicBool,
+    /// Whether the fork handler started a control thread that waits for the copy
+    /// ([`wait_until_own`]: woken on the first 4 bytes, `own` to `armed`).
+    waiter: AtomicBool,
     start_unix_ns: AtomicU64,
     start_mono_ns: AtomicU64,
     start_ticks: AtomicU64,
@@ -175,25 +194,73 @@ pub(crate) fn defer(t0: u64) -> bool {
         f.armed.store(crate::guard::close_inherited(), Relaxed);
         crate::control::close_inherited();
     }
-    f.start_cost_ns.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
     f.own.store(PENDING, Release);
+    // The control thread (if a socket is wanted) starts now, outside any hook, and waits until
+    // the tables are the child's own: it writes nothing of ours before (they may still be
+    // shared with the parent).
+    f.waiter.store(crate::control::start_waiter(own_word(f).as_ptr().cast()), Relaxed);
+    f.start_cost_ns.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
     true
+}
+
+/// The aligned 4 bytes that begin with `own` (the futex word of [`wait_until_own`]).
+fn own_word(f: &Facts) -> &AtomicU32 {
+    // SAFETY: `Facts` is page-aligned and starts with four one-byte atomics: its first 4 bytes
+    // are an aligned u32 of atomics, valid for any value.
+    unsafe { &*(f as *const Facts).cast::<AtomicU32>() }
+}
+
+/// The control thread of a pending child (`control::start_waiter`), before anything else:
+/// waits (futex) until the child's tables are its own (true), or their copy failed (false).
+/// Touches only `word`, `own`'s futex word on the private page.
+pub(crate) fn wait_until_own(word: *const AtomicU32) -> bool {
+    // SAFETY: `own_word`'s pointer, on the private mapping, which lives as long as the process.
+    let word = unsafe { &*word };
+    loop {
+        let w = word.load(Acquire);
+        match w.to_ne_bytes()[0] {
+            OWN => return true,
+            PENDING | STARTING => {
+                // Returns at once if the word changed meanwhile (another of its bytes did, or
+                // `own`): the loop looks again.
+                crate::guard::raw(
+                    libc::SYS_futex,
+                    [word.as_ptr() as usize, libc::FUTEX_WAIT as usize, w as usize, 0],
+                );
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// A pending child's first metered call (or an end that writes a profile file): copies its
 /// tables and starts it as the fork handler would have, with its start as noted then. True when
-/// the process owns its tables now (this call or another thread's copied them); false while
-/// another thread copies them, or when they could not be copied (then it is never metered).
+/// the process owns its tables now (this call or another thread's copied them: a call that finds
+/// another thread copying waits for it); false when they could not be copied (then it is never
+/// metered).
 #[cold]
 #[inline(never)]
 pub(crate) fn start_pending() -> bool {
     let Some(f) = facts() else { return false };
-    if f.own.compare_exchange(PENDING, STARTING, AcqRel, Acquire).is_err() {
-        return f.own.load(Acquire) == OWN;
+    if let Err(mut was) = f.own.compare_exchange(PENDING, STARTING, AcqRel, Acquire) {
+        if COPYING.get() {
+            // The copying thread itself (a lock in a signal handler during the copy): passes.
+            return false;
+        }
+        // Another thread copies them: this one's acquisition must wait for the tables it is to
+        // be counted in (a copy takes well under a millisecond).
+        while was == STARTING {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+            was = f.own.load(Acquire);
+        }
+        return was == OWN;
     }
     let saved = crate::sys::errno();
     let t0 = clock::monotonic_ns();
-    let ok = child_start(f.armed.load(Relaxed));
+    COPYING.set(true);
+    let ok = child_start(f.armed.load(Relaxed), Some(f.waiter.load(Relaxed)));
+    COPYING.set(false);
     if ok {
         // The copy holds what the parent has now: the child's own state is the fork's.
         restore_state();
@@ -204,7 +271,14 @@ pub(crate) fn start_pending() -> bool {
         crate::cost::START_CPU_NS.store(0, Relaxed);
         let took = clock::monotonic_ns().saturating_sub(t0).max(1);
         dump::START_COST_NS.store(f.start_cost_ns.load(Relaxed).saturating_add(took), Relaxed);
-        f.own.store(OWN, Release);
+    }
+    f.own.store(if ok { OWN } else { FAILED }, Release);
+    if f.waiter.load(Relaxed) {
+        // The control thread waits for this (`wait_until_own`).
+        crate::guard::raw(
+            libc::SYS_futex,
+            [own_word(f).as_ptr() as usize, libc::FUTEX_WAKE as usize, 1, 0],
+        );
     }
     crate::sys::set_errno(saved);
     ok
@@ -260,9 +334,10 @@ pub(crate) fn end_undone() {
 
 /// A fork child's start, in its fork handler (`init::on_fork_child`) or at its first lock
 /// ([`start_pending`]): its own copy of the collector's shared memory, then a fresh state
-/// (`armed`: its guardian starts at its first metered acquisition). False when it cannot be
-/// metered (nothing of ours may then be written: the caller leaves `own_process` false).
-pub(crate) fn child_start(armed: bool) -> bool {
+/// (`armed`: its guardian starts at its first metered acquisition; `waiter`: at the first lock,
+/// whether a control thread waits for the copy, see `control::after_fork`). False when it cannot
+/// be metered (nothing of ours may then be written: the caller leaves `own_process` false).
+pub(crate) fn child_start(armed: bool, waiter: Option<bool>) -> bool {
     // First of all, the child's own copy of the collector's shared memory.
     match crate::shared::after_fork(dump::PID.load(Relaxed)) {
         crate::shared::Fork::Own => {}
@@ -283,7 +358,7 @@ pub(crate) fn child_start(armed: bool) -> bool {
     dump::reset_for_child();
     crate::longest::reset_for_child();
     crate::lost::reset_for_child();
-    crate::control::after_fork();
+    crate::control::after_fork(waiter);
     crate::swap::reset_for_child();
     crate::swap_rw::reset_for_child();
     crate::guard::after_fork(armed);

@@ -3,9 +3,8 @@
 //!
 //! The constructor (and each fork child) arms it ([`ready`]); the image's first metered
 //! acquisition (the first record lookup that misses a thread's cache, `meter::lookup_miss`)
-//! starts it ([`metering`]), and the control socket's thread (`control::at_first_lock`): an image
-//! that never takes a lock (a launcher, a shell between fork and exec) has no profile to lose and
-//! pays for none of them. It is a raw `clone(CLONE_VM)`: a
+//! starts it ([`metering`]): an image that never takes a lock (a launcher, a shell between fork and
+//! exec) has no profile to lose and pays for neither process. It is a raw `clone(CLONE_VM)`: a
 //! process of its own (own pid and thread group, a copy of the descriptor table, exit signal 0 so
 //! that the program's `wait` never sees it) on its own stack, sharing the program's whole address
 //! space.
@@ -177,9 +176,8 @@ pub(crate) fn never_metered() -> bool {
 
 /// A metered acquisition's record lookup that missed the thread's cache (only the image's first
 /// does anything): notes that the image metered, and starts the armed guardian and `beside` (the
-/// watcher), and the control thread, once. Leaves errno as it was; what it took is added to the
-/// image's start cost (`start_ns`), outside the hooks' timed paths (it runs before a lookup's
-/// timing starts).
+/// watcher), once. Leaves errno as it was; what it took is added to the image's start cost
+/// (`start_ns`), outside the hooks' timed paths (it runs before a lookup's timing starts).
 #[inline(always)]
 pub(crate) fn metering(beside: Beside) {
     if matches!(LAZY.load(Relaxed), IDLE | ARMED) {
@@ -195,18 +193,13 @@ fn first_metering(beside: Beside) {
         return;
     }
     // Another thread's first acquisition got here first: it starts them (without waiting for it).
-    let was = LAZY.swap(METERED, AcqRel);
-    if was != ARMED && was != IDLE {
+    if LAZY.swap(METERED, AcqRel) != ARMED {
         return;
     }
     let saved = crate::sys::errno();
     let t0 = lockmeter_core::clock::monotonic_ns();
-    if was == ARMED {
-        recheck_done_fd();
-        start(beside);
-    }
-    // The control socket and its thread start at the first lock too (`control::at_first_lock`).
-    crate::control::at_first_lock();
+    recheck_done_fd();
+    start(beside);
     let took = lockmeter_core::clock::monotonic_ns().saturating_sub(t0);
     dump::START_COST_NS.fetch_add(took, Relaxed);
     crate::sys::set_errno(saved);

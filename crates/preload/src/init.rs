@@ -170,8 +170,7 @@ fn init_inner() {
     ) {
         crate::live::pause();
     }
-    // The socket (and, without a timer, the thread) waits for the first metered acquisition.
-    crate::control::start_for_timers();
+    crate::control::start_if_needed();
 }
 
 /// Whether `/proc/cpuinfo` lists `constant_tsc` and `nonstop_tsc` (read without allocating).
@@ -306,7 +305,7 @@ extern "C" fn on_fork_child() {
     }
     let armed = crate::guard::close_inherited();
     crate::control::close_inherited();
-    if crate::fork::child_start(armed) {
+    if crate::fork::child_start(armed, None) {
         crate::fork::restore_state();
         // Its tables are its own: metering goes on (the page of `own_process` read zero since
         // the fork).

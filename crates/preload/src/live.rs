@@ -46,34 +46,45 @@ pub(crate) fn running_state() -> u8 {
 pub(crate) const SOCK_PATH_MAX: usize = 108;
 
 struct SockPath(UnsafeCell<[u8; SOCK_PATH_MAX]>);
-// SAFETY: written only by `set_sock_path`, before the control thread starts (constructor, or the
-// only thread of a fork child); read afterwards.
+// SAFETY: written only by `set_sock_path`, once per image (the constructor before the control
+// thread starts, a fork child's handler as its only thread, or a pending fork child's control
+// thread before it serves); read only after `SOCK_BOUND` says it was written.
 unsafe impl Sync for SockPath {}
 static SOCK_PATH: SockPath = SockPath(UnsafeCell::new([0; SOCK_PATH_MAX]));
 /// Whether `SOCK_PATH` names a socket we bound.
 static SOCK_BOUND: AtomicBool = AtomicBool::new(false);
+/// Set by [`unlink_sock`]: the image ends. A pending fork child's control thread may bind its
+/// socket while another thread ends the image; whichever of the two comes second unlinks it.
+static SOCK_ENDED: AtomicBool = AtomicBool::new(false);
 
 /// Records the control socket's path (NUL-terminated, at most `SOCK_PATH_MAX` bytes).
 ///
 /// # Safety
-/// Only while no other thread of ours runs (constructor or fork child).
+/// Once per image, by the thread that binds the socket (`control::bind_socket`), while
+/// `SOCK_BOUND` is false (nobody reads the buffer).
 pub(crate) unsafe fn set_sock_path(p: &[u8]) {
     // SAFETY: by the caller's contract nobody reads the buffer now.
     let buf = unsafe { &mut *SOCK_PATH.0.get() };
     let n = p.len().min(SOCK_PATH_MAX - 1);
     buf[..n].copy_from_slice(&p[..n]);
     buf[n] = 0;
-    SOCK_BOUND.store(true, Release);
+    SOCK_BOUND.store(true, SeqCst);
+    // The image ended meanwhile (its `unlink_sock` may have found nothing bound): not left behind.
+    if SOCK_ENDED.load(SeqCst) {
+        unlink_sock();
+    }
 }
 
 /// Forgets the socket path (a fork child: the parent's socket is not ours).
 pub(crate) fn forget_sock_path() {
     SOCK_BOUND.store(false, Release);
+    SOCK_ENDED.store(false, Release);
 }
 
 /// Removes the control socket (the process image ends: exit, exec, fatal signal).
 pub(crate) fn unlink_sock() {
-    if SOCK_BOUND.swap(false, AcqRel) {
+    SOCK_ENDED.store(true, SeqCst);
+    if SOCK_BOUND.swap(false, SeqCst) {
         // SAFETY: NUL-terminated path written before the flag was set, not written since.
         unsafe { libc::unlink(SOCK_PATH.0.get().cast()) };
     }

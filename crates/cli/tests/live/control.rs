@@ -301,3 +301,62 @@ fn memcached_under_load_answers_a_snapshot_and_keeps_serving() {
         "the final profile counts past the snapshot",
     );
 }
+
+/// A fork child whose tables' copy waits for its first lock binds its socket then: before it,
+/// `ctl` says so (its control thread waits); after, status and snapshots are its own, exact.
+#[test]
+fn a_fork_child_binds_its_socket_at_its_first_lock_and_answers_with_its_own_counts() {
+    let s = Scratch::new("ctl-forkchild");
+    let mut p = Phased::start_program(&s, "forkphases", &[], &[]);
+    let st = ctl(&s.dir, p.pid, &["status"]);
+    assert_eq!(st.status.code(), Some(2), "{st}");
+    assert_eq!(st.stderr.lines().count(), 1, "{st}");
+    assert!(st.stderr.contains("a fork child binds its socket at its first lock"), "{st}");
+    let l1 = p.phase();
+    // The child's control thread binds the socket once its first lock copied the tables.
+    let mut status = ctl(&s.dir, p.pid, &["status"]);
+    for _ in 0..100 {
+        if status.status.code() == Some(0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        status = ctl(&s.dir, p.pid, &["status"]);
+    }
+    assert_eq!(status.expect_code(0).stdout.trim(), "metering", "{status}");
+    let s1 = snapshot(&s, p.pid, "s1.lmp");
+    s1.expect_lock("fp.child", "mutex", count(&l1, "fp.child"));
+    s1.eq("s1: fp.parent", s1.acq("fp.parent"), 0);
+    s1.eq("s1: totals", s1.totals("acquisitions"), count(&l1, "fp.child"));
+    let l2 = p.phase();
+    let s2 = snapshot(&s, p.pid, "s2.lmp");
+    s2.expect_lock("fp.child", "mutex", count(&l2, "fp.child"));
+    s2.eq("s2: totals", s2.totals("acquisitions"), count(&l2, "fp.child"));
+    drop(p.stdin.take());
+    assert!(p.child.wait().unwrap().success());
+}
+
+/// A shell loop of fork+exec children that take no lock, a subshell that exits and a last
+/// command: no process of the run leaves a control socket behind (each image binds its own,
+/// unlinked at its end; a fork child binds none before its first lock).
+#[test]
+fn a_runs_processes_leave_no_control_socket_behind() {
+    let s = Scratch::new("ctl-nosock");
+    let out = s.path("n.lmp");
+    let script = "for i in $(seq 50); do /bin/true & echo $!; wait; done; \
+                  (echo $BASHPID; exit 0); ls >/dev/null & echo $!; wait; echo $$";
+    let mut cmd = lockmeter_cmd(&s.dir);
+    cmd.args(["run", "-q", "-o", out.to_str().unwrap(), "--", "bash", "-c", script]);
+    let ran = finish(format!("{cmd:?}"), spawn(&mut cmd), b"", RUN_LIMIT);
+    ran.expect_code(0);
+    let pids: Vec<u32> = ran.stdout.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert_eq!(pids.len(), 53, "{ran}");
+    // SAFETY: geteuid has no preconditions.
+    let dir = format!("/tmp/lockmeter-{}", unsafe { libc::geteuid() });
+    let left: Vec<u32> = pids
+        .into_iter()
+        .filter(|p| std::path::Path::new(&format!("{dir}/{p}.sock")).exists())
+        // A process of another test that took the pid since serves its own socket there.
+        .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    assert!(left.is_empty(), "sockets left behind by {left:?}\n{ran}");
+}

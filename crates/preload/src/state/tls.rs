@@ -314,8 +314,9 @@ pub(crate) enum Entered {
 #[inline(always)]
 pub(crate) fn enter_quick() -> Entered {
     if STATE.load(Relaxed) != READY || !own_process() {
-        // A fork child's first lock copies its tables first (`enter_slow`).
-        return if fork_pending() { Entered::Slow } else { Entered::No };
+        // A fork child's first lock copies its tables first, or waits for the thread that
+        // copies them (`enter_slow`).
+        return if own_byte() >= OWN_PENDING { Entered::Slow } else { Entered::No };
     }
     let Some(here) = here() else { return Entered::No };
     // SAFETY: shards are never unmapped.
