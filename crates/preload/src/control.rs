@@ -110,15 +110,16 @@ pub(crate) fn start_if_needed() {
 }
 
 /// In the fork handler of a child whose copy of the tables waits for its first lock
-/// (`fork::defer`; no timer runs there): starts the control thread if a socket is wanted, to
-/// wait on `own` (`fork::wait_until_own`) before it binds the child's socket. Writes nothing of
-/// ours (our memory may still be the parent's). Returns whether the thread runs.
-pub(crate) fn start_waiter(own: *mut c_void) -> bool {
+/// (`fork::defer`; no timer runs there): starts the control thread, `f(arg)`, if a socket is
+/// wanted; it waits until the tables are the child's own (`fork.rs`), then calls
+/// [`bind_and_serve`]. Writes nothing of ours (our memory may still be the parent's). Returns
+/// whether the thread runs.
+pub(crate) fn start_waiter(f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> bool {
     if !WANT_SOCKET.load(Relaxed) {
         return false;
     }
     let saved = sys::errno();
-    let ok = spawn(wait_then_serve, own);
+    let ok = spawn(f, arg);
     sys::set_errno(saved);
     if !ok {
         sys::write_stderr(
@@ -128,17 +129,17 @@ pub(crate) fn start_waiter(own: *mut c_void) -> bool {
     ok
 }
 
-/// A pending fork child's control thread ([`start_waiter`]): once the child's tables are its own
-/// (`fork::start_pending` did what [`after_fork`] does for it), binds its socket and serves;
-/// ends if they could not be copied.
-extern "C" fn wait_then_serve(own: *mut c_void) -> *mut c_void {
+/// Names the calling thread as the control thread.
+pub(crate) fn name_thread() {
     // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"lockmeter-ctl".as_ptr()) };
-    if !crate::fork::wait_until_own(own.cast()) {
-        return core::ptr::null_mut();
-    }
+}
+
+/// A pending fork child's control thread ([`start_waiter`]), once the child's tables are its own
+/// (`fork::start_pending` did what [`after_fork`] does for it): binds its socket and serves.
+pub(crate) fn bind_and_serve() {
     bind_socket();
-    thread_main(core::ptr::null_mut())
+    thread_main(core::ptr::null_mut());
 }
 
 /// Starts a detached thread running `f(arg)` with every signal blocked. Returns whether it runs.
@@ -278,8 +279,7 @@ fn still_ours(fd: c_int) -> bool {
 }
 
 extern "C" fn thread_main(_: *mut c_void) -> *mut c_void {
-    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"lockmeter-ctl".as_ptr()) };
+    name_thread();
     loop {
         let now = clock::monotonic_ns();
         let delay = DELAY_END_NS.load(Relaxed);

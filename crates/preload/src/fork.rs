@@ -198,7 +198,8 @@ pub(crate) fn defer(t0: u64) -> bool {
     // The control thread (if a socket is wanted) starts now, outside any hook, and waits until
     // the tables are the child's own: it writes nothing of ours before (they may still be
     // shared with the parent).
-    f.waiter.store(crate::control::start_waiter(own_word(f).as_ptr().cast()), Relaxed);
+    f.waiter
+        .store(crate::control::start_waiter(control_waiter, own_word(f).as_ptr().cast()), Relaxed);
     f.start_cost_ns.store(clock::monotonic_ns().saturating_sub(t0).max(1), Relaxed);
     true
 }
@@ -210,10 +211,20 @@ fn own_word(f: &Facts) -> &AtomicU32 {
     unsafe { &*(f as *const Facts).cast::<AtomicU32>() }
 }
 
-/// The control thread of a pending child (`control::start_waiter`), before anything else:
-/// waits (futex) until the child's tables are its own (true), or their copy failed (false).
-/// Touches only `word`, `own`'s futex word on the private page.
-pub(crate) fn wait_until_own(word: *const AtomicU32) -> bool {
+/// The control thread of a pending child (`control::start_waiter`): once the child's tables are
+/// its own, binds its socket and serves; ends if they could not be copied.
+extern "C" fn control_waiter(word: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    crate::control::name_thread();
+    if wait_until_own(word.cast()) {
+        crate::control::bind_and_serve();
+    }
+    core::ptr::null_mut()
+}
+
+/// [`control_waiter`], before anything else: waits (futex) until the child's tables are its own
+/// (true), or their copy failed (false). Touches only `word`, `own`'s futex word on the private
+/// page.
+fn wait_until_own(word: *const AtomicU32) -> bool {
     // SAFETY: `own_word`'s pointer, on the private mapping, which lives as long as the process.
     let word = unsafe { &*word };
     loop {
