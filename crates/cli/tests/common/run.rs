@@ -20,6 +20,15 @@ pub struct Ran {
 }
 
 impl Ran {
+    /// The number the program printed after `key` at the start of a line of its stdout (its
+    /// ground truth: a child's pid, an expected count); panics when there is none.
+    pub fn printed(&self, key: &str) -> u64 {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no '{key}' line\n{self}"))
+    }
+
     /// The exit code (panics when killed by a signal).
     pub fn code(&self) -> i32 {
         match self.status.code() {

@@ -16,14 +16,7 @@ fn fork_children_get_their_own_exact_profiles() {
         &[&before.to_string(), &after.to_string(), &child.to_string()],
     );
     ran.expect_code(0);
-    let pid_of = |k: &str| -> u64 {
-        ran.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no '{k}' line\n{ran}"))
-    };
-    let (c1, c2) = (pid_of("child1 "), pid_of("child2 "));
+    let (c1, c2) = (ran.printed("child1 "), ran.printed("child2 "));
 
     // One file, holding the parent and both children.
     assert_eq!(s.files_with_prefix("p.lmp").len(), 1, "{ran}");
@@ -283,14 +276,7 @@ fn a_fork_childs_threads_racing_to_their_first_lock_are_all_counted() {
         let out = format!("t{round}.lmp");
         let ran = run_metered(&s, &out, &[], &exe, &["8", "1000"]);
         ran.expect_code(0);
-        let printed = |k: &str| -> u64 {
-            ran.stdout
-                .lines()
-                .find_map(|l| l.strip_prefix(k))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no '{k}' line\n{ran}"))
-        };
-        let (child, expected) = (printed("child "), printed("race_lock "));
+        let (child, expected) = (ran.printed("child "), ran.printed("race_lock "));
         assert_eq!(split_run(&s, &out, &ran).len(), 2, "{ran}");
         let parent = Profile::load(&s.path(&format!("img/{out}")), &ran);
         parent.expect_lock("parent_lock", "mutex", 10);
@@ -313,14 +299,7 @@ fn fork_children_whose_first_lock_comes_late_get_their_own_exact_profiles() {
     let exe = s.compile("latefork");
     let ran = run_metered(&s, "l.lmp", &[], &exe, &[]);
     ran.expect_code(0);
-    let printed = |k: &str| -> u64 {
-        ran.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no '{k}' line\n{ran}"))
-    };
-    let (c, g) = (printed("child "), printed("grandchild "));
+    let (c, g) = (ran.printed("child "), ran.printed("grandchild "));
     let files = split_run(&s, "l.lmp", &ran);
     assert_eq!(files.len(), 4, "{ran}");
     let first = Profile::load(&s.path("img/l.lmp"), &ran);

@@ -23,14 +23,6 @@ fn summarized_file(ran: &Ran) -> std::path::PathBuf {
     std::path::PathBuf::from(line.split(" --by").next().unwrap())
 }
 
-/// A pid the program printed as `KEY PID`.
-fn printed_pid(ran: &Ran, key: &str) -> u64 {
-    ran.stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no '{key}' line\n{ran}"))
-}
-
 #[test]
 fn a_program_behind_a_pyenv_style_shim_is_summarized_as_itself() {
     // shims/hammer (bash) execs libexec/pyenv (bash), which runs a command substitution (a
@@ -66,7 +58,7 @@ fn a_program_behind_a_pyenv_style_shim_is_summarized_as_itself() {
     );
     ran.expect_code(0);
     assert!(ran.stdout.contains(&format!("ok {}", threads * iters)), "{ran}");
-    let pid = printed_pid(&ran, "shim ");
+    let pid = ran.printed("shim ");
     let want = format!(
         "the one that took the most locks, pid {pid}: hammer {threads} {iters} (via pyenv shim → env)"
     );
@@ -108,7 +100,7 @@ fn a_shell_wrapper_is_summarized_as_its_busiest_child_and_lists_the_others() {
     let ran =
         lockmeter(&s.dir, &["run", "-o", out.to_str().unwrap(), "--", wrap.to_str().unwrap()]);
     ran.expect_code(0);
-    let (big, small) = (printed_pid(&ran, "big "), printed_pid(&ran, "small "));
+    let (big, small) = (ran.printed("big "), ran.printed("small "));
     let want = format!("pid {big}: hammer 3 2000 (via shell script wrap.sh)");
     assert!(ran.stderr.contains(&want), "no '{want}'\n{ran}");
     assert_eq!(summarized_file(&ran), out, "{ran}");
@@ -164,7 +156,7 @@ fn profiles_are_known_from_the_manifest_not_guessed_from_names() {
     ]);
     let ran = finish("lockmeter run (manifest)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
     ran.expect_code(0);
-    let child = printed_pid(&ran, "child ");
+    let child = ran.printed("child ");
     // The forked shell (exec'd away) and the program it became: three images ran, two took
     // no lock; the file holds the first and the program's.
     assert!(ran.stderr.contains("processes: 3 images, 1 of them took locks"), "{ran}");
@@ -220,7 +212,7 @@ fn a_wrapper_script_and_its_child_are_one_file_and_two_processes() {
     let ran =
         lockmeter(&s.dir, &["run", "-o", out.to_str().unwrap(), "--", wrap.to_str().unwrap()]);
     ran.expect_code(0);
-    let sh = printed_pid(&ran, "wrapper ");
+    let sh = ran.printed("wrapper ");
     assert_eq!(s.files_with_prefix("w.lmp").len(), 1, "{ran}");
     // The summary and the default report show the program's lock, exact.
     let row =
@@ -283,7 +275,7 @@ fn a_process_that_outlives_the_program_is_named_as_not_collected() {
     ]);
     let ran = finish("lockmeter run (daemon)".into(), spawn(&mut cmd), b"", RUN_LIMIT);
     ran.expect_code(0);
-    let bg = printed_pid(&ran, "bg ");
+    let bg = ran.printed("bg ");
     let line = ran
         .stderr
         .lines()
