@@ -118,9 +118,7 @@ pub(crate) fn start_waiter(f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *m
     if !WANT_SOCKET.load(Relaxed) {
         return false;
     }
-    let saved = sys::errno();
     let ok = spawn(f, arg);
-    sys::set_errno(saved);
     if !ok {
         sys::write_stderr(
             b"lockmeter: cannot start a fork child's control thread; ctl is off in it\n",
@@ -165,15 +163,14 @@ fn spawn(f: extern "C" fn(*mut c_void) -> *mut c_void, arg: *mut c_void) -> bool
     }
 }
 
-/// In a fork child's handler: closes its copy of the parent's listening socket, writing nothing
-/// of ours (the child may still share it with its parent).
+/// In a fork child's handler (which keeps errno for the program): closes its copy of the
+/// parent's listening socket, writing nothing of ours (the child may still share it with its
+/// parent).
 pub(crate) fn close_inherited() {
     let fd = LISTEN_FD.load(Relaxed);
     if fd >= 0 {
-        let saved = sys::errno();
         // SAFETY: the parent's socket, inherited; nothing of the child uses it.
         unsafe { libc::close(fd) };
-        sys::set_errno(saved);
     }
 }
 

@@ -295,6 +295,15 @@ extern "C" fn on_fork_parent() {
 }
 
 extern "C" fn on_fork_child() {
+    // The program's `fork` returns in the child with the errno it had: what the handler's calls
+    // set (sockets, the control thread, the tables' copy) is undone here, once for all of them.
+    let saved = sys::errno();
+    fork_child();
+    sys::set_errno(saved);
+}
+
+/// [`on_fork_child`]'s work.
+fn fork_child() {
     let t0 = clock::monotonic_ns();
     // Only the forking thread exists now, and its TLS block is the child's own: its shard is
     // the parent's.

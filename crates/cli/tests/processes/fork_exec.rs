@@ -321,3 +321,18 @@ fn fork_children_whose_first_lock_comes_late_get_their_own_exact_profiles() {
     grand.expect_lock("g_lock", "mutex", 30);
     grand.eq("grandchild totals", grand.totals("acquisitions"), 30);
 }
+
+/// `fork` leaves errno as it was in the child too: the collector's fork handler (the control
+/// socket and thread, the tables' copy) makes system calls that must not show through, whether
+/// the child starts in the handler (a parent with a timer: `--duration`) or at its first lock.
+#[test]
+fn fork_leaves_errno_as_it_was_in_the_child() {
+    let s = Scratch::new("forkerrno");
+    let exe = s.compile("forkerrno");
+    for (i, opts) in [&[][..], &["--duration", "1h"][..]].into_iter().enumerate() {
+        let ran = run_metered(&s, &format!("e{i}.lmp"), opts, &exe, &[]);
+        ran.expect_code(0);
+        assert_eq!(ran.printed("parent_errno "), 4321, "{ran}");
+        assert_eq!(ran.printed("child_errno "), 4321, "{ran}");
+    }
+}

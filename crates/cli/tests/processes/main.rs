@@ -15,8 +15,9 @@
 //! parent's acquisitions only. Tests that need strace are skipped, with a printed reason, without
 //! it.
 //!
-//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, forkthreads.c, latefork.c,
-//! pshared.c, spawner.c, underfork.c, hammer.c (under the launcher scripts the tests write).
+//! Ground-truth programs (`tests/programs/`): execer.c, forker.c, forkerrno.c, forkthreads.c,
+//! latefork.c, pshared.c, spawner.c, underfork.c, hammer.c (under the launcher scripts the tests
+//! write).
 //!
 //! Needs gcc. Run with `cargo test -p lockmeter --test processes`; the harness builds the
 //! preload library itself (`cargo build -p lockmeter-preload`) once per test process.
