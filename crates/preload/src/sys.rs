@@ -107,15 +107,74 @@ pub(crate) fn gettid() -> u32 {
 /// Offset of glibc's `struct rseq` from the thread pointer, when glibc registered rseq.
 /// (In `state::HOT`'s line, as `CPU_MODE`: see there.)
 static RSEQ_OFFSET: &AtomicI32 = &crate::state::HOT.rseq_offset;
-/// 0 = unknown, 1 = rseq usable, 2 = use sched_getcpu.
+/// 0 = unknown, 1 = rseq usable, 2 = use sched_getcpu, 3 = `rdpid` (x86_64).
 static CPU_MODE: &AtomicU8 = &crate::state::HOT.cpu_mode;
+
+/// [`CPU_MODE`]: the CPU number from `rdpid`.
+const CPU_RDPID: u8 = 3;
+
+/// Chooses how [`current_cpu`] reads the CPU number (constructor): `rdpid` where the CPU has it
+/// and the kernel keeps the CPU number in `TSC_AUX` (x86_64 Linux stores `node << 12 | cpu` there
+/// for its own `getcpu`; checked against `sched_getcpu`), as it reads no memory (a cache line less
+/// per acquisition than the rseq area, which a program like memcached evicts between two lock
+/// calls); else glibc's rseq area; else `sched_getcpu`.
+///
+/// # Safety
+/// As for [`init_rseq`].
+pub(crate) unsafe fn init_cpu_id(off: *const isize, size: *const u32) {
+    // SAFETY: the caller's contract.
+    unsafe { init_rseq(off, size) };
+    if rdpid_agrees() {
+        CPU_MODE.store(CPU_RDPID, Relaxed);
+    }
+}
+
+/// Whether the CPU has `rdpid` (CPUID leaf 7, ECX bit 22) and it gives the CPU number
+/// `sched_getcpu` gives (a read between two `rdpid` that agree, so that no migration came
+/// between; a few tries).
+#[cfg(target_arch = "x86_64")]
+fn rdpid_agrees() -> bool {
+    use core::arch::x86_64::{__cpuid, __cpuid_count};
+    // Leaf 7 only when the maximum leaf allows it.
+    let has = __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ecx & (1 << 22) != 0;
+    if !has {
+        return false;
+    }
+    for _ in 0..8 {
+        let a = rdpid_cpu();
+        // SAFETY: sched_getcpu has no preconditions.
+        let b = unsafe { libc::sched_getcpu() };
+        if a == rdpid_cpu() && b >= 0 {
+            return a == b as u32;
+        }
+    }
+    false
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn rdpid_agrees() -> bool {
+    false
+}
+
+/// The CPU number in `TSC_AUX` (Linux: `node << 12 | cpu`), read by `rdpid`: no memory access.
+/// Only where [`rdpid_agrees`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn rdpid_cpu() -> u32 {
+    let v: u64;
+    // SAFETY: only executed once CPUID reported `rdpid` (`rdpid_agrees`); reads TSC_AUX only.
+    unsafe {
+        core::arch::asm!("rdpid {v}", v = out(reg) v, options(nomem, nostack, preserves_flags))
+    };
+    (v & 0xfff) as u32
+}
 
 /// Finds glibc's rseq area from the addresses of glibc's `__rseq_offset` and `__rseq_size` (glibc
 /// >= 2.35 exports them; null when it does not).
 ///
 /// # Safety
 /// Each pointer is null or points at the glibc variable of that name.
-pub(crate) unsafe fn init_cpu_id(off: *const isize, size: *const u32) {
+unsafe fn init_rseq(off: *const isize, size: *const u32) {
     if off.is_null()
         || size.is_null()
         || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
@@ -188,7 +247,12 @@ fn rseq_cpu_id(off: isize) -> u32 {
 /// The CPU the caller runs on (may be stale by the time it is used, as any CPU number).
 #[inline(always)]
 pub(crate) fn current_cpu() -> u32 {
-    if CPU_MODE.load(Relaxed) == 1 {
+    let mode = CPU_MODE.load(Relaxed);
+    #[cfg(target_arch = "x86_64")]
+    if mode == CPU_RDPID {
+        return rdpid_cpu();
+    }
+    if mode == 1 {
         let cpu = rseq_cpu_id(RSEQ_OFFSET.load(Relaxed) as isize);
         if cpu < u32::MAX - 1 {
             return cpu;
