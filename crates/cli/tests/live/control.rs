@@ -337,7 +337,7 @@ fn a_fork_child_binds_its_socket_at_its_first_lock_and_answers_with_its_own_coun
 
 /// A shell loop of fork+exec children that take no lock, a subshell that exits and a last
 /// command: no process of the run leaves a control socket behind (each image binds its own,
-/// unlinked at its end; a fork child binds none before its first lock).
+/// unlinked at its end; a fork child binds none before its first lock), nor its temporary name.
 #[test]
 fn a_runs_processes_leave_no_control_socket_behind() {
     let s = Scratch::new("ctl-nosock");
@@ -354,9 +354,93 @@ fn a_runs_processes_leave_no_control_socket_behind() {
     let dir = format!("/tmp/lockmeter-{}", unsafe { libc::geteuid() });
     let left: Vec<u32> = pids
         .into_iter()
-        .filter(|p| std::path::Path::new(&format!("{dir}/{p}.sock")).exists())
+        .filter(|p| {
+            // Nor the temporary name a socket is bound under before it listens.
+            let exists =
+                |suffix: &str| std::path::Path::new(&format!("{dir}/{p}{suffix}")).exists();
+            exists(".sock") || exists(".sock.new")
+        })
         // A process of another test that took the pid since serves its own socket there.
         .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
         .collect();
     assert!(left.is_empty(), "sockets left behind by {left:?}\n{ran}");
+}
+
+/// The descendants of process `pid` named `comm` (`/proc/PID/task/*/children`, recursively).
+fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
+    let children = |p: u32| -> Vec<u32> {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { return Vec::new() };
+        tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| c.split_whitespace().filter_map(|x| x.parse().ok()).collect::<Vec<_>>())
+            .collect()
+    };
+    let (mut todo, mut found) = (children(pid), Vec::new());
+    while let Some(c) = todo.pop() {
+        if std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == comm) {
+            found.push(c);
+        }
+        todo.extend(children(c));
+    }
+    found
+}
+
+/// A metered process killed by SIGKILL with its guardian and watcher (so no handler of ours and
+/// no guardian runs: as when a whole process group is killed) cannot remove its control socket;
+/// the next `lockmeter run` removes it, while the socket of a metered process running beside it
+/// stays and answers, and that process's counts are whole.
+#[test]
+fn run_removes_the_socket_of_a_killed_process_and_keeps_live_ones() {
+    use std::os::unix::fs::FileTypeExt;
+    let s = Scratch::new("ctl-stale");
+    // SAFETY: geteuid has no preconditions.
+    let sock = |pid: u32| format!("/tmp/lockmeter-{}/{pid}.sock", unsafe { libc::geteuid() });
+    let is_socket =
+        |pid: u32| std::fs::symlink_metadata(sock(pid)).is_ok_and(|m| m.file_type().is_socket());
+    let s_dead = Scratch::new("ctl-stale-killed");
+    let mut live = Phased::start(&s, &[]);
+    let mut dead = Phased::start(&s_dead, &[]);
+    let l_dead = dead.phase();
+    assert!(count(&l_dead, "live.a") > 0, "{l_dead}");
+    assert!(is_socket(live.pid) && is_socket(dead.pid), "no control sockets to begin with");
+
+    // The guardian (started at the first lock) and the watcher would remove the socket as they
+    // write the profile: they go first, then the program.
+    let helpers = descendants_named(dead.pid, "lockmeter-guard");
+    assert!(!helpers.is_empty(), "process {} has no guardian", dead.pid);
+    for pid in helpers.iter().chain([&dead.pid]) {
+        // SAFETY: kill(2) on the program or its guardian and watcher, descendants of our child.
+        assert_eq!(unsafe { libc::kill(*pid as i32, libc::SIGKILL) }, 0);
+    }
+    // The socket is looked at as soon as the program is dead (a concurrent test's `run` may
+    // clean it up later): a zombie, or gone.
+    let stat = format!("/proc/{}/stat", dead.pid);
+    let dead_now = || {
+        std::fs::read_to_string(&stat).map_or(true, |st| {
+            st.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    };
+    let start = std::time::Instant::now();
+    while !dead_now() {
+        assert!(start.elapsed() < RUN_LIMIT, "process {} did not die of SIGKILL", dead.pid);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(is_socket(dead.pid), "SIGKILL left no socket: {} is missing", sock(dead.pid));
+    drop(dead.stdin.take());
+    while dead.child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < RUN_LIMIT, "lockmeter run of the killed program does not end");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+
+    let out = s.path("other.lmp");
+    lockmeter(&s.dir, &["run", "-q", "-o", out.to_str().unwrap(), "--", "true"]).expect_code(0);
+    assert!(!is_socket(dead.pid), "the killed process's socket is still there: {}", sock(dead.pid));
+    assert!(is_socket(live.pid), "the live process's socket was removed");
+    let status = ctl(&s.dir, live.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "metering", "{status}");
+    let l1 = live.phase();
+    let f = live.finish();
+    f.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    f.eq("final totals.acquisitions", f.totals("acquisitions"), count(&l1, "live.a"));
 }
