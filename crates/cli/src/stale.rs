@@ -200,7 +200,14 @@ mod tests {
         let dir_link = base.join("ctl-link");
         std::os::unix::fs::symlink(&dir, &dir_link).unwrap();
         assert_eq!(remove_stale_sockets(&dir_link), 0);
+        assert!(!remove_if_stale(&dir_link.join("101.sock")));
         assert!(stale.exists());
+
+        // One socket by its path (`ctl PID`): a listening one stays, a dead one goes.
+        assert!(!remove_if_stale(&live));
+        let stale_one = dir.join("104.sock");
+        dead(&stale_one);
+        assert!(remove_if_stale(&stale_one) && !stale_one.exists());
 
         assert_eq!(remove_stale_sockets(&dir), 2);
         assert!(!stale.exists() && !stale_pending.exists(), "a dead socket is still there");
