@@ -366,8 +366,8 @@ fn a_runs_processes_leave_no_control_socket_behind() {
     assert!(left.is_empty(), "sockets left behind by {left:?}\n{ran}");
 }
 
-/// The descendants of process `pid` named `comm` (`/proc/PID/task/*/children`, recursively).
-fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
+/// The descendants of process `pid` (`/proc/PID/task/*/children`, recursively).
+fn descendants(pid: u32) -> Vec<u32> {
     let children = |p: u32| -> Vec<u32> {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { return Vec::new() };
         tasks
@@ -378,10 +378,8 @@ fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
     };
     let (mut todo, mut found) = (children(pid), Vec::new());
     while let Some(c) = todo.pop() {
-        if std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == comm) {
-            found.push(c);
-        }
         todo.extend(children(c));
+        found.push(c);
     }
     found
 }
@@ -407,8 +405,23 @@ fn run_removes_the_socket_of_a_killed_process_and_keeps_live_ones() {
 
     // The guardian (started at the first lock) and the watcher would remove the socket as they
     // write the profile: they go first, then the program.
-    let helpers = descendants_named(dead.pid, "lockmeter-guard");
+    // Both are children of the program (phases.c starts no other), cloned at its first lock;
+    // each names itself just after.
+    let helpers = descendants(dead.pid);
     assert!(!helpers.is_empty(), "process {} has no guardian", dead.pid);
+    let named = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/comm"))
+            .is_ok_and(|n| n.trim() == "lockmeter-guard")
+    };
+    let start = std::time::Instant::now();
+    while !helpers.iter().all(named) {
+        assert!(
+            start.elapsed() < RUN_LIMIT,
+            "children of {} not all guardians: {helpers:?}",
+            dead.pid
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     for pid in helpers.iter().chain([&dead.pid]) {
         // SAFETY: kill(2) on the program or its guardian and watcher, descendants of our child.
         assert_eq!(unsafe { libc::kill(*pid as i32, libc::SIGKILL) }, 0);
@@ -421,7 +434,6 @@ fn run_removes_the_socket_of_a_killed_process_and_keeps_live_ones() {
             st.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
         })
     };
-    let start = std::time::Instant::now();
     while !dead_now() {
         assert!(start.elapsed() < RUN_LIMIT, "process {} did not die of SIGKILL", dead.pid);
         std::thread::sleep(std::time::Duration::from_millis(1));
