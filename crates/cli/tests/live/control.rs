@@ -1,6 +1,8 @@
 //! Run-time control: `lockmeter ctl PID snapshot | pause | resume | reset | status` against the
 //! program's own counts, `run --delay`, `--duration`, `--control 0`, a process that is not metered,
-//! a program that closes the control socket, and memcached under load answering a snapshot.
+//! a program that closes the control socket, memcached under load answering a snapshot, the
+//! socket of a process killed with its guardian removed by the next `run` (live ones kept), and a
+//! socket named only once it listens (strace holding back its `listen`).
 
 use super::{Phased, count, ctl, snapshot};
 use crate::common::*;
@@ -455,4 +457,56 @@ fn run_removes_the_socket_of_a_killed_process_and_keeps_live_ones() {
     let f = live.finish();
     f.expect_lock("live.a", "mutex", count(&l1, "live.a"));
     f.eq("final totals.acquisitions", f.totals("acquisitions"), count(&l1, "live.a"));
+}
+
+/// A control socket gets its name only once it listens, so a `PID.sock` that refuses a
+/// connection is never a live process's (what `run`'s cleanup relies on): with the collector's
+/// `listen` held back 1.5 s by strace's fault injection, the bound socket waits as
+/// `PID.sock.new` and `PID.sock`, once there, accepts a connection.
+#[test]
+fn a_control_socket_gets_its_name_only_once_it_listens() {
+    let Ok(strace) = which("strace") else {
+        eprintln!("skipped: strace is not installed (.ci/install.sh installs it)");
+        return;
+    };
+    let s = Scratch::new("ctl-listen");
+    let mut cmd = Command::new(&strace);
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=listen"])
+        .args(["-e", "inject=listen:delay_enter=1500000", "env"])
+        .arg(format!("LD_PRELOAD={}", preload().display()))
+        .args(["sleep", "2"])
+        .current_dir(&s.dir);
+    let child = spawn(&mut cmd);
+    // SAFETY: geteuid has no preconditions.
+    let dir = format!("/tmp/lockmeter-{}", unsafe { libc::geteuid() });
+    let start = std::time::Instant::now();
+    let in_time = || start.elapsed() < RUN_LIMIT;
+    let pid = loop {
+        // strace's child: `env`, then `sleep` (one pid; both images are metered). strace forks
+        // children of its own first, to probe ptrace.
+        let comm = |p: &&u32| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "env" || c.trim() == "sleep")
+        };
+        if let Some(&p) = descendants(child.id()).iter().find(comm) {
+            break p;
+        }
+        assert!(in_time(), "strace started no program");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    let (sock, new) = (format!("{dir}/{pid}.sock"), format!("{dir}/{pid}.sock.new"));
+    let mut waited_as_new = false;
+    loop {
+        if std::path::Path::new(&sock).exists() {
+            let c = std::os::unix::net::UnixStream::connect(&sock);
+            assert!(c.is_ok(), "{sock} of a live process refuses a connection: {c:?}");
+            break;
+        }
+        waited_as_new |= std::path::Path::new(&new).exists();
+        assert!(in_time(), "{sock} never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(waited_as_new, "{new} was never seen while listen was held back");
+    finish(format!("{cmd:?}"), child, b"", RUN_LIMIT).expect_code(0);
+    assert!(!std::path::Path::new(&new).exists(), "{new} left behind");
 }
