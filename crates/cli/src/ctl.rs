@@ -49,7 +49,15 @@ pub(crate) fn connect(pid: u32) -> Result<UnixStream> {
             "process {pid} is not metered by lockmeter (start it with `lockmeter run -- CMD`; --control 0 turns control off)"
         )
     };
-    match UnixStream::connect(&path) {
+    let connected = UnixStream::connect(&path);
+    if let Err(e) = &connected
+        && e.kind() == std::io::ErrorKind::ConnectionRefused
+    {
+        // Nobody listens: the socket of a process of this pid killed before it could remove it
+        // (a live collector's never refuses). It goes; the answer is the same without it.
+        crate::stale::remove_if_stale(&path);
+    }
+    match connected {
         Ok(s) => {
             s.set_read_timeout(Some(Duration::from_secs(30))).ok();
             s.set_write_timeout(Some(Duration::from_secs(30))).ok();

@@ -401,6 +401,8 @@ fn run_with_kernel(
 
 /// `lockmeter run`.
 pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
+    // Best-effort: the control sockets of processes killed before they could remove theirs.
+    crate::stale::remove_stale_sockets(&crate::stale::control_dir());
     let output = args.output.clone().unwrap_or_else(|| default_output("lockmeter"));
     let ran = run_metered(&args.program.command, &output, &args)?;
     finish(&args.program.command, &ran, args.quiet, args.top)

@@ -3,8 +3,10 @@
 //!
 //! The channel is a unix socket, `/tmp/lockmeter-UID/PID.sock`, in a directory that must be
 //! ours and mode 0700 (else no socket, said once on stderr); every connection is checked again
-//! with `SO_PEERCRED` (same user or root). No signal is used, so nothing the program does with
-//! its signals can interfere. The thread is a plain `pthread_create` thread (no Rust runtime, no
+//! with `SO_PEERCRED` (same user or root). The socket gets its name only once it listens (bound
+//! as `PID.sock.new`, then renamed), so one that refuses a connection is a dead process's, which
+//! `lockmeter run` removes (`cli/src/stale.rs`). No signal is used, so nothing the program does
+//! with its signals can interfere. The thread is a plain `pthread_create` thread (no Rust runtime, no
 //! allocation), with every signal blocked (the program's handlers, and ours that write the final
 //! profile, never run on it); it takes no lock of the program. The constructor binds the socket
 //! and starts the thread ([`start_if_needed`]: a socket wanted, or a timer). A fork child starts
@@ -229,28 +231,38 @@ fn bind_socket() {
         return;
     }
     path.push(b"/").push_u64(pid as u64).push(b".sock");
-    // SAFETY: zeroed sockaddr_un is valid; the path fits (checked) and is copied in.
+    // Bound under a temporary name, `PID.sock.new`, and renamed to `PID.sock` once it listens:
+    // a connection to `PID.sock` is never refused while we live, so `lockmeter` can remove a
+    // socket that refuses one as a dead process's (`cli/src/stale.rs`).
+    // SAFETY: zeroed sockaddr_un is valid; the path fits (checked) and is copied in, and the
+    // temporary name in `sun_path` stays NUL-terminated (the zeroes after it).
     unsafe {
         let mut addr: libc::sockaddr_un = core::mem::zeroed();
         addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
         let bytes = path.bytes();
-        if bytes.len() >= addr.sun_path.len() || bytes.len() >= live::SOCK_PATH_MAX {
+        const NEW: &[u8] = b".new";
+        if bytes.len() + NEW.len() >= addr.sun_path.len() || bytes.len() >= live::SOCK_PATH_MAX {
             return;
         }
-        for (d, &s) in addr.sun_path.iter_mut().zip(bytes) {
+        for (d, &s) in addr.sun_path.iter_mut().zip(bytes.iter().chain(NEW)) {
             *d = s as libc::c_char;
         }
+        let tmp = addr.sun_path.as_ptr();
         let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
             return;
         }
-        // A socket left by an earlier image of this pid (exec) or a dead process of the same pid.
-        libc::unlink(path.as_ptr());
+        // Left by a process of this pid killed between its bind and its rename. The rename
+        // replaces a socket left by an earlier image of this pid (exec) or a dead process of it.
+        libc::unlink(tmp);
         let len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        if libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0
-            || libc::listen(fd, 8) != 0
-        {
+        if libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0 {
             libc::close(fd);
+            return;
+        }
+        if libc::listen(fd, 8) != 0 || libc::rename(tmp, path.as_ptr()) != 0 {
+            libc::close(fd);
+            libc::unlink(tmp);
             return;
         }
         live::set_sock_path(bytes);

@@ -1,6 +1,8 @@
 //! Run-time control: `lockmeter ctl PID snapshot | pause | resume | reset | status` against the
 //! program's own counts, `run --delay`, `--duration`, `--control 0`, a process that is not metered,
-//! a program that closes the control socket, and memcached under load answering a snapshot.
+//! a program that closes the control socket, memcached under load answering a snapshot, the
+//! socket of a process killed with its guardian removed by the next `run` (live ones kept), and a
+//! socket named only once it listens (strace holding back its `listen`).
 
 use super::{Phased, count, ctl, snapshot};
 use crate::common::*;
@@ -337,7 +339,7 @@ fn a_fork_child_binds_its_socket_at_its_first_lock_and_answers_with_its_own_coun
 
 /// A shell loop of fork+exec children that take no lock, a subshell that exits and a last
 /// command: no process of the run leaves a control socket behind (each image binds its own,
-/// unlinked at its end; a fork child binds none before its first lock).
+/// unlinked at its end; a fork child binds none before its first lock), nor its temporary name.
 #[test]
 fn a_runs_processes_leave_no_control_socket_behind() {
     let s = Scratch::new("ctl-nosock");
@@ -354,9 +356,157 @@ fn a_runs_processes_leave_no_control_socket_behind() {
     let dir = format!("/tmp/lockmeter-{}", unsafe { libc::geteuid() });
     let left: Vec<u32> = pids
         .into_iter()
-        .filter(|p| std::path::Path::new(&format!("{dir}/{p}.sock")).exists())
+        .filter(|p| {
+            // Nor the temporary name a socket is bound under before it listens.
+            let exists =
+                |suffix: &str| std::path::Path::new(&format!("{dir}/{p}{suffix}")).exists();
+            exists(".sock") || exists(".sock.new")
+        })
         // A process of another test that took the pid since serves its own socket there.
         .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
         .collect();
     assert!(left.is_empty(), "sockets left behind by {left:?}\n{ran}");
+}
+
+/// The descendants of process `pid` (`/proc/PID/task/*/children`, recursively).
+fn descendants(pid: u32) -> Vec<u32> {
+    let children = |p: u32| -> Vec<u32> {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { return Vec::new() };
+        tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| c.split_whitespace().filter_map(|x| x.parse().ok()).collect::<Vec<_>>())
+            .collect()
+    };
+    let (mut todo, mut found) = (children(pid), Vec::new());
+    while let Some(c) = todo.pop() {
+        todo.extend(children(c));
+        found.push(c);
+    }
+    found
+}
+
+/// A metered process killed by SIGKILL with its guardian and watcher (so no handler of ours and
+/// no guardian runs: as when a whole process group is killed) cannot remove its control socket;
+/// the next `lockmeter run` removes it, while the socket of a metered process running beside it
+/// stays and answers, and that process's counts are whole.
+#[test]
+fn run_removes_the_socket_of_a_killed_process_and_keeps_live_ones() {
+    use std::os::unix::fs::FileTypeExt;
+    let s = Scratch::new("ctl-stale");
+    // SAFETY: geteuid has no preconditions.
+    let sock = |pid: u32| format!("/tmp/lockmeter-{}/{pid}.sock", unsafe { libc::geteuid() });
+    let is_socket =
+        |pid: u32| std::fs::symlink_metadata(sock(pid)).is_ok_and(|m| m.file_type().is_socket());
+    let s_dead = Scratch::new("ctl-stale-killed");
+    let mut live = Phased::start(&s, &[]);
+    let mut dead = Phased::start(&s_dead, &[]);
+    let l_dead = dead.phase();
+    assert!(count(&l_dead, "live.a") > 0, "{l_dead}");
+    assert!(is_socket(live.pid) && is_socket(dead.pid), "no control sockets to begin with");
+
+    // The guardian (started at the first lock) and the watcher would remove the socket as they
+    // write the profile: they go first, then the program.
+    // Both are children of the program (phases.c starts no other), cloned at its first lock;
+    // each names itself just after.
+    let helpers = descendants(dead.pid);
+    assert!(!helpers.is_empty(), "process {} has no guardian", dead.pid);
+    let named = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/comm"))
+            .is_ok_and(|n| n.trim() == "lockmeter-guard")
+    };
+    let start = std::time::Instant::now();
+    while !helpers.iter().all(named) {
+        assert!(
+            start.elapsed() < RUN_LIMIT,
+            "children of {} not all guardians: {helpers:?}",
+            dead.pid
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    for pid in helpers.iter().chain([&dead.pid]) {
+        // SAFETY: kill(2) on the program or its guardian and watcher, descendants of our child.
+        assert_eq!(unsafe { libc::kill(*pid as i32, libc::SIGKILL) }, 0);
+    }
+    // The socket is looked at as soon as the program is dead (a concurrent test's `run` may
+    // clean it up later): a zombie, or gone.
+    let stat = format!("/proc/{}/stat", dead.pid);
+    let dead_now = || {
+        std::fs::read_to_string(&stat).map_or(true, |st| {
+            st.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    };
+    while !dead_now() {
+        assert!(start.elapsed() < RUN_LIMIT, "process {} did not die of SIGKILL", dead.pid);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(is_socket(dead.pid), "SIGKILL left no socket: {} is missing", sock(dead.pid));
+    drop(dead.stdin.take());
+    while dead.child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < RUN_LIMIT, "lockmeter run of the killed program does not end");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+
+    let out = s.path("other.lmp");
+    lockmeter(&s.dir, &["run", "-q", "-o", out.to_str().unwrap(), "--", "true"]).expect_code(0);
+    assert!(!is_socket(dead.pid), "the killed process's socket is still there: {}", sock(dead.pid));
+    assert!(is_socket(live.pid), "the live process's socket was removed");
+    let status = ctl(&s.dir, live.pid, &["status"]);
+    assert_eq!(status.expect_code(0).stdout.trim(), "metering", "{status}");
+    let l1 = live.phase();
+    let f = live.finish();
+    f.expect_lock("live.a", "mutex", count(&l1, "live.a"));
+    f.eq("final totals.acquisitions", f.totals("acquisitions"), count(&l1, "live.a"));
+}
+
+/// A control socket gets its name only once it listens, so a `PID.sock` that refuses a
+/// connection is never a live process's (what `run`'s cleanup relies on): with the collector's
+/// `listen` held back 1.5 s by strace's fault injection, the bound socket waits as
+/// `PID.sock.new` and `PID.sock`, once there, accepts a connection.
+#[test]
+fn a_control_socket_gets_its_name_only_once_it_listens() {
+    let Ok(strace) = which("strace") else {
+        eprintln!("skipped: strace is not installed (.ci/install.sh installs it)");
+        return;
+    };
+    let s = Scratch::new("ctl-listen");
+    let mut cmd = Command::new(&strace);
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=listen"])
+        .args(["-e", "inject=listen:delay_enter=1500000", "env"])
+        .arg(format!("LD_PRELOAD={}", preload().display()))
+        .args(["sleep", "2"])
+        .current_dir(&s.dir);
+    let child = spawn(&mut cmd);
+    // SAFETY: geteuid has no preconditions.
+    let dir = format!("/tmp/lockmeter-{}", unsafe { libc::geteuid() });
+    let start = std::time::Instant::now();
+    let in_time = || start.elapsed() < RUN_LIMIT;
+    let pid = loop {
+        // strace's child: `env`, then `sleep` (one pid; both images are metered). strace forks
+        // children of its own first, to probe ptrace.
+        let comm = |p: &&u32| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "env" || c.trim() == "sleep")
+        };
+        if let Some(&p) = descendants(child.id()).iter().find(comm) {
+            break p;
+        }
+        assert!(in_time(), "strace started no program");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    let (sock, new) = (format!("{dir}/{pid}.sock"), format!("{dir}/{pid}.sock.new"));
+    let mut waited_as_new = false;
+    loop {
+        if std::path::Path::new(&sock).exists() {
+            let c = std::os::unix::net::UnixStream::connect(&sock);
+            assert!(c.is_ok(), "{sock} of a live process refuses a connection: {c:?}");
+            break;
+        }
+        waited_as_new |= std::path::Path::new(&new).exists();
+        assert!(in_time(), "{sock} never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(waited_as_new, "{new} was never seen while listen was held back");
+    finish(format!("{cmd:?}"), child, b"", RUN_LIMIT).expect_code(0);
+    assert!(!std::path::Path::new(&new).exists(), "{new} left behind");
 }
