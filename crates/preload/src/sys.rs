@@ -98,6 +98,14 @@ pub(crate) fn try_read_file<'b>(path: &CStr, buf: &'b mut [u8]) -> Option<&'b [u
     buf.get(..n)
 }
 
+/// Marks the branch that calls it as rarely taken, so that the compiler lays the hooks' usual
+/// path out as one straight run of code, the rare branches after it (a call to a `#[cold]`
+/// function does this on every Rust this workspace supports; `core::hint::cold_path` is stable
+/// only since 1.95).
+#[cold]
+#[inline(never)]
+pub(crate) fn cold_path() {}
+
 /// Kernel thread id of the caller.
 pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.

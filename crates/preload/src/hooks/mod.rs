@@ -22,12 +22,21 @@ compile_error!("lockmeter-preload supports x86_64 and aarch64");
 /// A naked trampoline: `$name(args)` -> `$imp(args, return_address)`.
 macro_rules! trampoline {
     ($abi:literal fn $name:ident($($a:ident: $t:ty),*) -> $r:ty; x86 $x86:literal, arm $arm:literal => $imp:ident) => {
+        trampoline!(@ ".text" $abi fn $name($($a: $t),*) -> $r; x86 $x86, arm $arm => $imp);
+    };
+    // `hot`: in `.text.hot`, beside the other functions of the uncontended mutex pair (see
+    // build.rs).
+    (hot $abi:literal fn $name:ident($($a:ident: $t:ty),*) -> $r:ty; x86 $x86:literal, arm $arm:literal => $imp:ident) => {
+        trampoline!(@ ".text.hot.lockmeter" $abi fn $name($($a: $t),*) -> $r; x86 $x86, arm $arm => $imp);
+    };
+    (@ $section:literal $abi:literal fn $name:ident($($a:ident: $t:ty),*) -> $r:ty; x86 $x86:literal, arm $arm:literal => $imp:ident) => {
         #[doc = concat!("Interposed `", stringify!($name), "`.")]
         ///
         /// # Safety
         /// The contract of the libc function of the same name.
         #[unsafe(naked)]
         #[unsafe(no_mangle)]
+        #[unsafe(link_section = $section)]
         pub unsafe extern $abi fn $name($($a: $t),*) -> $r {
             #[cfg(target_arch = "x86_64")]
             core::arch::naked_asm!(concat!("mov ", $x86, ", [rsp]"), "jmp {}", sym $imp);
@@ -38,7 +47,8 @@ macro_rules! trampoline {
 }
 /// The unlock, init and destroy hooks of one lock type (`$t`, kind `$kind`), the same for every
 /// type but for the calls they forward:
-/// - `unlock NAME(x) { BODY }`: the exported `NAME`, whose body is `BODY` (the metered release);
+/// - `unlock #[ATTR]* NAME(x) { BODY }`: the exported `NAME`, whose body is `BODY` (the metered
+///   release), with the attributes `ATTR` (the mutex's: its section, see build.rs);
 /// - `init NAME(x, ARGS; site) x86 REG, arm REG => IMP { BODY }`: a trampoline `NAME` (the init
 ///   needs its call site) to `IMP`, which begins a new lock identity at `x`, of the class of the
 ///   call site (see [`begin`]), then returns `BODY` (the real init);
@@ -51,7 +61,7 @@ macro_rules! trampoline {
 macro_rules! lock_trio {
     (
         $t:ty, $kind:expr, errno $errno:ident;
-        unlock $unlock:ident($ul:ident) $ubody:block
+        unlock $(#[$umeta:meta])* $unlock:ident($ul:ident) $ubody:block
         init $init:ident($il:ident $(, $a:ident: $at:ty)*; $site:ident)
             x86 $x86:literal, arm $arm:literal => $imp:ident $ibody:block
         destroy $destroy:ident($dl:ident) -> $dr:tt $dbody:block
@@ -61,6 +71,7 @@ macro_rules! lock_trio {
         /// # Safety
         /// The libc contract.
         #[unsafe(no_mangle)]
+        $(#[$umeta])*
         pub unsafe extern "C" fn $unlock($ul: *mut $t) -> c_int $ubody
 
         trampoline!("C" fn $init(_l: *mut $t $(, $a: $at)*) -> c_int; x86 $x86, arm $arm => $imp);

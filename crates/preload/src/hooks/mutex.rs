@@ -53,6 +53,7 @@ unsafe fn mutex_acquire(
 ) -> c_int {
     // SAFETY: the caller's contract.
     if unsafe { is_robust(m) } {
+        crate::sys::cold_path();
         // SAFETY: as above.
         return unsafe { robust_acquire(m, site, lock) };
     }
@@ -100,14 +101,33 @@ unsafe fn robust_held_by_other(m: *mut pthread_mutex_t, me: u32) -> bool {
     word != 0 && word != me
 }
 
-trampoline!("C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
+trampoline!(hot "C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x86 "rsi", arm "x1" => imp_mutex_lock);
+#[unsafe(link_section = ".text.hot.lockmeter")]
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    if swap::active() {
+        crate::sys::cold_path();
+        // SAFETY: the caller's mutex (the libc contract).
+        return unsafe { lock_swap_on(m, site) };
+    }
+    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
+    // initialized mutex and the closure is the real lock call on it.
+    let lock = move || unsafe { real::mutex_lock(m) };
+    // SAFETY: as above.
+    unsafe { mutex_acquire(m, site, lock) }
+}
+
+/// `pthread_mutex_lock` while swapping is on (`run --lock`; out of line, as [`unlock_swap_on`]:
+/// the usual path's code stays short, a few cache lines).
+///
+/// # Safety
+/// As for `pthread_mutex_lock`.
+#[inline(never)]
+unsafe fn lock_swap_on(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: the caller's mutex (the libc contract).
     if let Some(s) = unsafe { swap::for_lock(m, site) } {
         return swapped_lock(m, site, s);
     }
-    // SAFETY: forwarded with the caller's arguments (the libc contract): `m` is an
-    // initialized mutex and the closure is the real lock call on it.
+    // SAFETY: as in `imp_mutex_lock`.
     let lock = move || unsafe { real::mutex_lock(m) };
     // SAFETY: as above.
     unsafe { mutex_acquire(m, site, lock) }
@@ -169,7 +189,7 @@ unsafe extern "C" fn imp_mutex_clocklock(
 
 lock_trio! {
     pthread_mutex_t, LockKind::Mutex, errno as_is;
-    unlock pthread_mutex_unlock(m) {
+    unlock #[unsafe(link_section = ".text.hot.lockmeter")] pthread_mutex_unlock(m) {
         if swap::active() {
             // SAFETY: the caller's mutex (the libc contract).
             return unsafe { unlock_swap_on(m) };

@@ -240,6 +240,7 @@ pub(super) fn release(cx: Cx, addr: usize, len: usize, unlock: impl FnOnce() -> 
 /// the real call, which is the hook's last) then calls nothing but the real unlock, as a tail
 /// call, and saves no register.
 #[inline(never)]
+#[unsafe(link_section = ".text.hot.lockmeter")]
 pub(super) fn release_out(
     cx: Cx,
     addr: usize,

@@ -88,10 +88,24 @@ unsafe fn cached_line<'a>(
     let set = lookup_set(bits, addr, site_mode);
     // SAFETY: the cache has `1 << LOOKUP_BITS` lines and `set + 1` is below that (see
     // `lookup_set`); zeroed memory is an empty line; the caller's contract.
-    let (a, b) = unsafe { (&mut *lines.add(set), &mut *lines.add(set + 1)) };
+    let a = unsafe { &mut *lines.add(set) };
     if a.addr == addr && a.site_mode == site_mode {
         return Some(a);
     }
+    crate::sys::cold_path();
+    // SAFETY: as above.
+    unsafe { second_way(lines.add(set), addr, site_mode) }
+}
+
+/// [`cached_line`] when the first line of the set is not (`addr`, `site_mode`)'s: the second,
+/// moved first when it is (out of line: the usual hit's code stays short).
+///
+/// # Safety
+/// `a` is the first line of a set of the calling thread's cache, as in [`cached_line`].
+#[inline(never)]
+unsafe fn second_way<'a>(a: *mut Cached, addr: usize, site_mode: usize) -> Option<&'a mut Cached> {
+    // SAFETY: the set's two lines (the caller's contract).
+    let (a, b) = unsafe { (&mut *a, &mut *a.add(1)) };
     if b.addr == addr && b.site_mode == site_mode {
         // The most recently used line first.
         core::mem::swap(a, b);
@@ -178,6 +192,7 @@ pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Optio
     // SAFETY: this thread's cache, busy flag held; the line is not kept past this block.
     let c = unsafe { cached_line(lines, bits, addr, site_mode) }?;
     if c.entry.is_null() || base.is_null() {
+        crate::sys::cold_path();
         return None;
     }
     let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
@@ -185,6 +200,7 @@ pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Optio
     // `slot_base` was set to the registry's first slot; slots are never unmapped.
     let slot = unsafe { &*base.add(idx as usize) };
     if slot.generation() != gen_ {
+        crate::sys::cold_path();
         return None;
     }
     // SAFETY: cached records live in the thread's table, never unmapped.
@@ -385,6 +401,39 @@ fn publish_holder(
     // SAFETY: busy flag held; the borrow ends here. (`owner`: the shard's, in the private line
     // the fast path reads anyway.)
     let me = unsafe { cx.private() }.owner;
+    // The usual case, one thread taking the lock again at the same site, no stack sampled, no
+    // reader since and no failed trylock: nothing to store but the acquisition time, when timed
+    // (one test, no branch per field).
+    if mode != Mode::Read
+        && ((slot.last_owner.load(Relaxed) ^ me)
+            | (slot.holder_thread.load(Relaxed) ^ me)
+            | (slot.wanted.load(Relaxed) & TRY_WANTED)) as u64
+            | (slot.holder_site.load(Relaxed) ^ site as u64)
+            | slot.holder_stack.load(Relaxed)
+            | my_stack
+            == 0
+    {
+        let packed = pack_time(t_acq);
+        if packed != 0 || slot.holder_t_acq.load(Relaxed) != 0 {
+            slot.holder_t_acq.store(packed, Relaxed);
+        }
+        return;
+    }
+    crate::sys::cold_path();
+    publish_changed(me, st, slot, mode, site, t_acq, my_stack);
+}
+
+/// [`publish_holder`] when something is to be stored (out of line).
+#[inline(never)]
+fn publish_changed(
+    me: u32,
+    st: &LiveStats,
+    slot: &Slot,
+    mode: Mode,
+    site: usize,
+    t_acq: u64,
+    my_stack: u64,
+) {
     if mode != Mode::Read {
         let prev = slot.last_owner.load(Relaxed);
         if prev != me {

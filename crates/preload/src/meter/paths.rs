@@ -28,17 +28,26 @@ pub(crate) fn lock_with(
     try_lock: impl FnOnce() -> c_int,
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(cx) = crate::state::enter() else { return crate::state::unmetered(lock()) };
-    if let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) {
-        let r = try_lock();
-        if r == 0 || r == libc::EOWNERDEAD {
-            fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
-            crate::state::leave(cx);
-            return r;
-        }
+    let Some(cx) = crate::state::enter() else { return lock_unmetered(lock) };
+    let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) else {
+        crate::sys::cold_path();
+        return lock_general(cx, addr, kind, mode, site, try_lock, lock);
+    };
+    let r = try_lock();
+    if r != 0 && r != libc::EOWNERDEAD {
+        crate::sys::cold_path();
         return not_taken_then_leave(cx, r, addr, kind, mode, site, lock);
     }
-    lock_general(cx, addr, kind, mode, site, try_lock, lock)
+    fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
+    crate::state::leave(cx);
+    r
+}
+
+/// [`lock_with`] of an acquisition outside metering (out of line, as [`lock_general`]).
+#[cold]
+#[inline(never)]
+fn lock_unmetered(lock: impl FnOnce() -> c_int) -> c_int {
+    crate::state::unmetered(lock())
 }
 
 /// [`lock_with`] of an acquisition the fast path does not take (out of line: the hook's fast path
@@ -377,18 +386,20 @@ fn unlock_mutex_metered(
     infallible: bool,
     unlock: impl FnOnce() -> c_int + Copy,
 ) -> Option<c_int> {
-    if let Some(len) = fast::releasable(&cx, addr) {
-        if fast::release_is_timed(&cx) {
-            return Some(fast::release_timed(cx, len, infallible, unlock));
-        }
-        if infallible && fast::untimed(&cx, len) {
-            fast::end_untimed(&cx, len);
-            crate::state::leave(cx);
-            return None;
-        }
-        return Some(fast::release_out(cx, addr, len, unlock));
+    let Some(len) = fast::releasable(&cx, addr) else {
+        crate::sys::cold_path();
+        return Some(unlock_general(cx, addr, unlock));
+    };
+    if fast::release_is_timed(&cx) {
+        crate::sys::cold_path();
+        return Some(fast::release_timed(cx, len, infallible, unlock));
     }
-    Some(unlock_general(cx, addr, unlock))
+    if infallible && fast::untimed(&cx, len) {
+        fast::end_untimed(&cx, len);
+        crate::state::leave(cx);
+        return None;
+    }
+    Some(fast::release_out(cx, addr, len, unlock))
 }
 
 /// [`unlock_with`] of a release the fast path does not take.
