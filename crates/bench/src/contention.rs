@@ -357,10 +357,10 @@ pub fn run(a: &ContentionArgs, locks: &[String], runs: usize, ctx: &Ctx) -> Resu
                 continue;
             }
             let mut row = summarise(l, c, &outs[i], ctx);
-            if let Some(b) = &base {
-                if b.mops.median > 0.0 {
-                    row.vs_baseline = Some(row.mops.median / b.mops.median);
-                }
+            if let Some(b) = &base
+                && b.mops.median > 0.0
+            {
+                row.vs_baseline = Some(row.mops.median / b.mops.median);
             }
             rows.push(row);
         }

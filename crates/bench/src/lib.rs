@@ -186,10 +186,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(l) = &c.locks {
         locks::check(l)?;
     }
-    if let Some(p) = &c.plot {
-        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
-            bail!("--plot: give a file name ending in .svg, e.g. --plot bench.svg");
-        }
+    if let Some(p) = &c.plot
+        && p.extension().and_then(|e| e.to_str()) != Some("svg")
+    {
+        bail!("--plot: give a file name ending in .svg, e.g. --plot bench.svg");
     }
     let machine = machine::Machine::probe();
     let cal = if machine.tsc_hz > 0 {

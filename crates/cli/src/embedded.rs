@@ -77,10 +77,11 @@ fn write_into(dir: &Path, name: &str) -> Result<PathBuf> {
     use std::io::Write;
     private_dir(dir)?;
     let path = dir.join(name);
-    if let Ok(meta) = std::fs::symlink_metadata(&path) {
-        if meta.is_file() && std::fs::read(&path).is_ok_and(|b| b == PRELOAD) {
-            return Ok(path);
-        }
+    if let Ok(meta) = std::fs::symlink_metadata(&path)
+        && meta.is_file()
+        && std::fs::read(&path).is_ok_and(|b| b == PRELOAD)
+    {
+        return Ok(path);
     }
     let tmp = dir.join(format!(".{name}.{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);

@@ -52,23 +52,24 @@ pub(crate) fn export(a: ExportArgs) -> Result<()> {
         }
         None => None,
     };
-    if let Some(p) = &a.csv {
-        if p.as_os_str() != "-" && !ends_with(p, ".csv") {
-            return Err(ExportError::UnsupportedOutput {
-                path: p.display().to_string(),
-                supported: ".csv, or - for standard output",
-            }
-            .into());
+    if let Some(p) = &a.csv
+        && p.as_os_str() != "-"
+        && !ends_with(p, ".csv")
+    {
+        return Err(ExportError::UnsupportedOutput {
+            path: p.display().to_string(),
+            supported: ".csv, or - for standard output",
         }
+        .into());
     }
-    if let Some(p) = &a.perfetto {
-        if !ends_with(p, ".json") {
-            return Err(ExportError::UnsupportedOutput {
-                path: p.display().to_string(),
-                supported: ".json",
-            }
-            .into());
+    if let Some(p) = &a.perfetto
+        && !ends_with(p, ".json")
+    {
+        return Err(ExportError::UnsupportedOutput {
+            path: p.display().to_string(),
+            supported: ".json",
         }
+        .into());
     }
     let opts = a.symbols.options()?;
     // Every process of the run file, each folded on its own, then merged.

@@ -169,10 +169,10 @@ pub(crate) fn run_metered(command: &[OsString], output: &Path, args: &RunArgs) -
         bail!("no program given: lockmeter run -- PROGRAM [ARGS...]")
     };
     let exe = resolve_program(prog)?;
-    if args.kernel {
-        if let Some(why) = lockmeter_kernel::unavailable() {
-            bail!("--kernel: {why}");
-        }
+    if args.kernel
+        && let Some(why) = lockmeter_kernel::unavailable()
+    {
+        bail!("--kernel: {why}");
     }
     let blind_spot = preload_blind_spot(&exe);
     if let Some(why) = &blind_spot {

@@ -151,12 +151,11 @@ impl Tree {
     /// image), else the image of its parent that was running when it started (the latest one of
     /// the parent's pid that started before it); `None` for the root.
     fn predecessor(&self, im: &Image) -> Option<&Image> {
-        if im.image_seq > 0 {
-            if let Some(p) =
+        if im.image_seq > 0
+            && let Some(p) =
                 self.images.iter().find(|o| o.pid == im.pid && o.image_seq + 1 == im.image_seq)
-            {
-                return Some(p);
-            }
+        {
+            return Some(p);
         }
         self.images
             .iter()

@@ -297,7 +297,8 @@ impl<'a> Registry<'a> {
         let base = slots.as_ptr() as usize;
         let off = (slot as *const Slot as usize).wrapping_sub(base);
         let idx = off / core::mem::size_of::<Slot>();
-        (off % core::mem::size_of::<Slot>() == 0 && idx < slots.len()).then_some(idx as u32)
+        (off.is_multiple_of(core::mem::size_of::<Slot>()) && idx < slots.len())
+            .then_some(idx as u32)
     }
 
     /// Every registered slot with its index.

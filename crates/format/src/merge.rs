@@ -37,10 +37,10 @@ pub fn merge_kernel(user: &mut Profile, kernel: &Profile) {
     // Kernel lock id -> Some(user lock it belongs to) or None (added as its own lock).
     let mut folded: HashMap<u32, u32> = HashMap::new();
     for l in &kernel.locks {
-        if l.kind == LockKind::Futex {
-            if let Some(owner) = owner_of(&user.locks, l.address) {
-                folded.insert(l.id, owner);
-            }
+        if l.kind == LockKind::Futex
+            && let Some(owner) = owner_of(&user.locks, l.address)
+        {
+            folded.insert(l.id, owner);
         }
     }
     let mut sleeps: HashMap<u32, LockSleep> =

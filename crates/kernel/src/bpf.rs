@@ -211,10 +211,10 @@ pub(crate) fn record(opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<R
                 status = Some(st);
                 break;
             }
-        } else if let Some(p) = root {
-            if !std::path::Path::new(&format!("/proc/{p}")).exists() {
-                break;
-            }
+        } else if let Some(p) = root
+            && !std::path::Path::new(&format!("/proc/{p}")).exists()
+        {
+            break;
         }
         if STOP.load(Ordering::Relaxed) && held.is_none() {
             break;

@@ -178,10 +178,10 @@ pub(crate) fn inspect<'d, R: object::ReadRef<'d>>(data: R) -> Inspection {
         );
     }
     for name in ["internal/sync.runtime_Semrelease", "sync.runtime_Semrelease"] {
-        if let Some(&(addr, size)) = by_name.get(name) {
-            if let Some((_, offset)) = code_at(&file, addr, size) {
-                exe.releases.push(Site { vaddr: addr, offset });
-            }
+        if let Some(&(addr, size)) = by_name.get(name)
+            && let Some((_, offset)) = code_at(&file, addr, size)
+        {
+            exe.releases.push(Site { vaddr: addr, offset });
         }
     }
     if let Some(&(addr, size)) = by_name.get("sync.(*RWMutex).Lock") {

@@ -152,14 +152,14 @@ fn kernel_lock_name(a: &RawAgg, ks: &Kallsyms, rq_locks: &[u64]) -> String {
     if a.hint & HINT_SIGLOCK != 0 {
         return "siglock".into();
     }
-    if let Some((start, end, name, false)) = ks.lookup(a.addr) {
-        if end - start < 1 << 20 {
-            return if a.addr == start {
-                name.to_owned()
-            } else {
-                format!("{name}+{:#x}", a.addr - start)
-            };
-        }
+    if let Some((start, end, name, false)) = ks.lookup(a.addr)
+        && end - start < 1 << 20
+    {
+        return if a.addr == start {
+            name.to_owned()
+        } else {
+            format!("{name}+{:#x}", a.addr - start)
+        };
     }
     let caller = a
         .stack
@@ -403,16 +403,16 @@ fn one_profile(raw: &Raw, pid: u32, aggs: &[&RawAgg], ks: &Kallsyms, frames: usi
     kernel_addrs.dedup();
     let mut seen = std::collections::HashSet::new();
     for f in kernel_addrs {
-        if let Some((start, end, name, true)) = ks.lookup(f.wrapping_sub(1)) {
-            if seen.insert(start) {
-                p.maps.push(MapEntry {
-                    start,
-                    end,
-                    offset: 0,
-                    perms: "r-xk".into(),
-                    path: format!("[kernel] {name}"),
-                });
-            }
+        if let Some((start, end, name, true)) = ks.lookup(f.wrapping_sub(1))
+            && seen.insert(start)
+        {
+            p.maps.push(MapEntry {
+                start,
+                end,
+                offset: 0,
+                perms: "r-xk".into(),
+                path: format!("[kernel] {name}"),
+            });
         }
     }
     p.maps.sort_by_key(|m| m.start);

@@ -25,10 +25,11 @@ impl<P: Relax> Tas<P> {
         while self.locked.compare_exchange(false, true, Acquire, Relaxed).is_err() {
             p.relax();
             n = n.wrapping_add(1);
-            if let Some(d) = deadline {
-                if n % 64 == 0 && Instant::now() >= d {
-                    return false;
-                }
+            if let Some(d) = deadline
+                && n.is_multiple_of(64)
+                && Instant::now() >= d
+            {
+                return false;
             }
         }
         true

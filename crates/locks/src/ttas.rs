@@ -30,10 +30,11 @@ impl<P: Relax> Ttas<P> {
             while self.locked.load(Relaxed) {
                 p.relax();
                 n = n.wrapping_add(1);
-                if let Some(d) = deadline {
-                    if n % 64 == 0 && Instant::now() >= d {
-                        return false;
-                    }
+                if let Some(d) = deadline
+                    && n.is_multiple_of(64)
+                    && Instant::now() >= d
+                {
+                    return false;
                 }
             }
             if self.locked.compare_exchange_weak(false, true, Acquire, Relaxed).is_ok() {

@@ -258,7 +258,7 @@ fn qrwlock() {
             let s = l.clone();
             std::thread::spawn(move || {
                 for i in 0..SPIN_ITERS / 2 {
-                    if (i + t as u64) % 4 == 0 {
+                    if (i + t as u64).is_multiple_of(4) {
                         s.0.lock_exclusive();
                         s.1.bump();
                         // SAFETY: locked just above.

@@ -187,7 +187,7 @@ fn main_stack_top() -> u64 {
         // SAFETY: AT_EXECFN points at the NUL-terminated name the kernel copied to the stack.
         let len = unsafe { libc::strlen(name as *const core::ffi::c_char) };
         let top = name.saturating_add(len + 1 + core::mem::size_of::<usize>());
-        if top % 4096 == 0 {
+        if top.is_multiple_of(4096) {
             return top as u64;
         }
     }
@@ -300,7 +300,10 @@ pub(crate) fn capture(cache: &mut TheCache, out: &mut [u64], stack_top: u64) -> 
         return 0;
     }
     let mut read = |addr: u64| -> Result<u64, ()> {
-        if addr >= sp && addr.checked_add(8).is_some_and(|e| e <= stack_top) && addr % 8 == 0 {
+        if addr >= sp
+            && addr.checked_add(8).is_some_and(|e| e <= stack_top)
+            && addr.is_multiple_of(8)
+        {
             // SAFETY: `addr` lies within this thread's live stack, [sp, stack_top).
             Ok(unsafe { core::ptr::read_volatile(addr as *const u64) })
         } else {

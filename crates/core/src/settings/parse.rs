@@ -32,7 +32,7 @@ pub fn parse_size(b: &[u8]) -> Option<u64> {
 /// A size as the shortest exact text [`parse_size`] reads back (`64M`, `1500`).
 pub fn show_size(n: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if n != 0 && n % (1u64 << shift) == 0 {
+        if n != 0 && n.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

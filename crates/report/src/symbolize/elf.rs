@@ -162,11 +162,9 @@ impl ElfInfo {
             notes.extend(found.refused);
             if let Some((p, b)) = found.file {
                 let f = object::File::parse(&*b).ok();
-                if !has_symtab {
-                    if let Some((t, d)) = f.as_ref().and_then(|f| symbols(f, false)) {
-                        (text, data) = (t, d);
-                        stripped = false;
-                    }
+                if !has_symtab && let Some((t, d)) = f.as_ref().and_then(|f| symbols(f, false)) {
+                    (text, data) = (t, d);
+                    stripped = false;
                 }
                 if f.is_some_and(|f| f.section_by_name(".debug_info").is_some_and(|s| s.size() > 0))
                 {
@@ -181,13 +179,12 @@ impl ElfInfo {
         } else {
             separate_debug_file(debug_dirs, path, build_id.as_deref(), debuglink.as_deref()).map(
                 |(p, bytes)| {
-                    if !has_symtab {
-                        if let Some((t, d)) =
+                    if !has_symtab
+                        && let Some((t, d)) =
                             object::File::parse(&*bytes).ok().and_then(|f| symbols(&f, false))
-                        {
-                            (text, data) = (t, d);
-                            stripped = false;
-                        }
+                    {
+                        (text, data) = (t, d);
+                        stripped = false;
                     }
                     p
                 },

@@ -41,10 +41,10 @@ pub fn code_at_line(elf: &Path, file: &str, line: u64) -> Result<Vec<(u64, u64)>
         // The start of the row being read when it is at the line: it ends at the next row.
         let mut open: Option<u64> = None;
         while let Some((header, row)) = rows.next_row().map_err(|e| bad(elf, e))? {
-            if let Some(start) = open.take() {
-                if row.address() > start {
-                    out.push((start, row.address()));
-                }
+            if let Some(start) = open.take()
+                && row.address() > start
+            {
+                out.push((start, row.address()));
             }
             if row.end_sequence() || row.line().map(|l| l.get()) != Some(line) {
                 continue;

@@ -248,10 +248,10 @@ pub fn demangle(name: &str) -> String {
         // `{:#}` leaves out the hash suffix.
         return format!("{d:#}");
     }
-    if name.starts_with("_Z") {
-        if let Some(s) = cpp_demangle::Symbol::new(name).ok().and_then(|sym| sym.demangle().ok()) {
-            return s;
-        }
+    if name.starts_with("_Z")
+        && let Some(s) = cpp_demangle::Symbol::new(name).ok().and_then(|sym| sym.demangle().ok())
+    {
+        return s;
     }
     name.to_owned()
 }
