@@ -98,14 +98,6 @@ pub(crate) fn try_read_file<'b>(path: &CStr, buf: &'b mut [u8]) -> Option<&'b [u
     buf.get(..n)
 }
 
-/// Marks the branch that calls it as rarely taken, so that the compiler lays the hooks' usual
-/// path out as one straight run of code, the rare branches after it (a call to a `#[cold]`
-/// function does this on every Rust this workspace supports; `core::hint::cold_path` is stable
-/// only since 1.95).
-#[cold]
-#[inline(never)]
-pub(crate) fn cold_path() {}
-
 /// Kernel thread id of the caller.
 pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
@@ -255,12 +247,19 @@ fn rseq_cpu_id(off: isize) -> u32 {
 /// The CPU the caller runs on (may be stale by the time it is used, as any CPU number).
 #[inline(always)]
 pub(crate) fn current_cpu() -> u32 {
-    let mode = CPU_MODE.load(Relaxed);
     #[cfg(target_arch = "x86_64")]
-    if mode == CPU_RDPID {
+    if CPU_MODE.load(Relaxed) == CPU_RDPID {
         return rdpid_cpu();
     }
-    if mode == 1 {
+    current_cpu_read()
+}
+
+/// [`current_cpu`] from glibc's rseq area, else `sched_getcpu` (out of line on x86_64, where
+/// `rdpid` is the usual way: the hooks' code stays short).
+#[cfg_attr(target_arch = "x86_64", inline(never))]
+#[cfg_attr(not(target_arch = "x86_64"), inline(always))]
+fn current_cpu_read() -> u32 {
+    if CPU_MODE.load(Relaxed) == 1 {
         let cpu = rseq_cpu_id(RSEQ_OFFSET.load(Relaxed) as isize);
         if cpu < u32::MAX - 1 {
             return cpu;

@@ -53,7 +53,7 @@ unsafe fn mutex_acquire(
 ) -> c_int {
     // SAFETY: the caller's contract.
     if unsafe { is_robust(m) } {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         // SAFETY: as above.
         return unsafe { robust_acquire(m, site, lock) };
     }
@@ -105,7 +105,7 @@ trampoline!(hot "C" fn pthread_mutex_lock(_m: *mut pthread_mutex_t) -> c_int; x8
 #[unsafe(link_section = ".text.hot.lockmeter")]
 unsafe extern "C" fn imp_mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     if swap::active() {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         // SAFETY: the caller's mutex (the libc contract).
         return unsafe { lock_swap_on(m, site) };
     }

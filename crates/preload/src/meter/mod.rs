@@ -92,7 +92,7 @@ unsafe fn cached_line<'a>(
     if a.addr == addr && a.site_mode == site_mode {
         return Some(a);
     }
-    crate::sys::cold_path();
+    core::hint::cold_path();
     // SAFETY: as above.
     unsafe { second_way(lines.add(set), addr, site_mode) }
 }
@@ -192,7 +192,7 @@ pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Optio
     // SAFETY: this thread's cache, busy flag held; the line is not kept past this block.
     let c = unsafe { cached_line(lines, bits, addr, site_mode) }?;
     if c.entry.is_null() || base.is_null() {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return None;
     }
     let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
@@ -200,7 +200,7 @@ pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Optio
     // `slot_base` was set to the registry's first slot; slots are never unmapped.
     let slot = unsafe { &*base.add(idx as usize) };
     if slot.generation() != gen_ {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return None;
     }
     // SAFETY: cached records live in the thread's table, never unmapped.
@@ -419,7 +419,7 @@ fn publish_holder(
         }
         return;
     }
-    crate::sys::cold_path();
+    core::hint::cold_path();
     publish_changed(me, st, slot, mode, site, t_acq, my_stack);
 }
 

@@ -30,12 +30,12 @@ pub(crate) fn lock_with(
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return lock_unmetered(lock) };
     let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) else {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return lock_general(cx, addr, kind, mode, site, try_lock, lock);
     };
     let r = try_lock();
     if r != 0 && r != libc::EOWNERDEAD {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return not_taken_then_leave(cx, r, addr, kind, mode, site, lock);
     }
     fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
@@ -387,11 +387,11 @@ fn unlock_mutex_metered(
     unlock: impl FnOnce() -> c_int + Copy,
 ) -> Option<c_int> {
     let Some(len) = fast::releasable(&cx, addr) else {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return Some(unlock_general(cx, addr, unlock));
     };
     if fast::release_is_timed(&cx) {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return Some(fast::release_timed(cx, len, infallible, unlock));
     }
     if infallible && fast::untimed(&cx, len) {

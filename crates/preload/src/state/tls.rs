@@ -295,11 +295,11 @@ pub(crate) fn enter() -> Option<Cx> {
     match enter_quick() {
         Entered::Yes(cx) => Some(cx),
         Entered::No => {
-            crate::sys::cold_path();
+            core::hint::cold_path();
             None
         }
         Entered::Slow => {
-            crate::sys::cold_path();
+            core::hint::cold_path();
             enter_slow(here()?)
         }
     }
@@ -320,7 +320,7 @@ pub(crate) enum Entered {
 #[inline(always)]
 pub(crate) fn enter_quick() -> Entered {
     if STATE.load(Relaxed) != READY || !own_process() {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         // A fork child's first lock copies its tables first, or waits for the thread that
         // copies them (`enter_slow`).
         return if own_byte() >= OWN_PENDING { Entered::Slow } else { Entered::No };
@@ -328,7 +328,7 @@ pub(crate) fn enter_quick() -> Entered {
     let Some(here) = here() else { return Entered::No };
     // SAFETY: shards are never unmapped.
     let (Some(shard), false) = (unsafe { here.shard().as_ref() }, here.busy()) else {
-        crate::sys::cold_path();
+        core::hint::cold_path();
         return Entered::Slow;
     };
     here.set_busy(true);
