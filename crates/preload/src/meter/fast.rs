@@ -93,7 +93,6 @@ pub(super) fn record_immediate<const SEM: bool>(
         p.held_len = 1;
         return;
     }
-    let h = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: SEM, epoch };
     // `push_held` of a semaphore hold when no hold on the stack has ended and there is room:
     // nothing to drop, no earlier entry to take out (a semaphore's holds are not matched by
     // address), nothing to give up.
@@ -101,11 +100,11 @@ pub(super) fn record_immediate<const SEM: bool>(
         && none_ended(p)
         && let Some(top) = p.held.get_mut(len)
     {
-        *top = h;
+        *top = Held { addr, entry: st, slot, t_acq, mode: mode as u8, sem: SEM, epoch };
         p.held_len = len + 1;
         return;
     }
-    push_nested(cx, h, kind);
+    push_nested::<SEM>(cx.tls, cx.shard, addr, st, slot, t_acq, mode, kind);
 }
 
 /// Whether no semaphore hold on the thread's held stack `p` was ended by another thread's post
@@ -115,10 +114,24 @@ pub(super) fn none_ended(p: &Private) -> bool {
     p.held.get(..p.held_len).is_some_and(|hs| hs.iter().all(super::live))
 }
 
-/// `push_held` onto a non-empty held stack (out of line: the fast path stays short).
+/// `push_held` onto a non-empty held stack of the hold [`record_immediate`] records (out of
+/// line: the fast path stays short). Everything in registers or the caller's argument area: a
+/// `&Cx` or a `Held` by value would keep them in the hooks' stack frame, a cache line more there.
 #[inline(never)]
-fn push_nested(cx: &Cx, h: Held, kind: LockKind) {
-    push_held(cx, h, kind);
+#[allow(clippy::too_many_arguments)]
+fn push_nested<const SEM: bool>(
+    tls: crate::state::Here,
+    shard: &'static crate::state::Shard,
+    addr: usize,
+    entry: &'static LiveStats,
+    slot: &'static lockmeter_core::registry::Slot,
+    t_acq: u64,
+    mode: Mode,
+    kind: LockKind,
+) {
+    let epoch = if SEM { slot.epoch.load(Relaxed) } else { 0 };
+    let h = Held { addr, entry, slot, t_acq, mode: mode as u8, sem: SEM, epoch };
+    push_held(&Cx { tls, shard }, h, kind);
 }
 
 /// Whether the release of `addr` may take the fast path (the caller entered metering): the top
@@ -307,7 +320,7 @@ pub(super) fn count_cpu(cx: &Cx) -> u32 {
     if p.cpu_last.load(Relaxed) == cpu {
         p.cpu_pending.store(p.cpu_pending.load(Relaxed) + 1, Relaxed);
     } else {
-        count_cpu_moved(cx, cpu);
+        count_cpu_moved(cx.shard, cpu);
     }
     cpu
 }
@@ -316,10 +329,11 @@ pub(super) fn count_cpu(cx: &Cx) -> u32 {
 /// counter, a new one started for `cpu` (out of line: rare).
 #[cold]
 #[inline(never)]
-fn count_cpu_moved(cx: &Cx, cpu: u32) {
-    cx.shard.flush_cpu_pending();
-    // SAFETY: busy flag held; the borrow ends here.
-    let p = unsafe { cx.private() };
+fn count_cpu_moved(shard: &crate::state::Shard, cpu: u32) {
+    shard.flush_cpu_pending();
+    // SAFETY: the calling thread's shard, its busy flag held (as for `Cx::private`); the borrow
+    // ends here.
+    let p = unsafe { &mut *shard.private.get() };
     // The count before the CPU: a reader that finds the CPU finds its count.
     p.cpu_pending.store(1, Relaxed);
     p.cpu_last.store(cpu, Relaxed);

@@ -30,8 +30,8 @@ pub(crate) use shards::{
     grow_lookups, init_recycling, shards,
 };
 pub(crate) use tls::{
-    Cx, Entered, OWN_PENDING, enter, enter_quick, fork_pending, init_own, init_tls_offset, leave,
-    own_again, own_page, own_process, reset_thread, set_busy, unmetered,
+    Cx, Entered, Here, OWN_PENDING, enter, enter_quick, fork_pending, init_own, init_tls_offset,
+    leave, own_again, own_page, own_process, reset_thread, set_busy, unmetered,
 };
 
 use core::sync::atomic::{AtomicI32, AtomicIsize, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
