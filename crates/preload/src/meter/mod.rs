@@ -420,17 +420,16 @@ fn publish_holder(
         return;
     }
     core::hint::cold_path();
-    publish_changed(me, st, slot, mode, site, t_acq, my_stack);
+    publish_changed(slot, me, (mode, site), st, t_acq, my_stack);
 }
 
 /// [`publish_holder`] when something is to be stored (out of line).
 #[inline(never)]
 fn publish_changed(
-    me: u32,
-    st: &LiveStats,
     slot: &Slot,
-    mode: Mode,
-    site: usize,
+    me: u32,
+    (mode, site): (Mode, usize),
+    st: &LiveStats,
     t_acq: u64,
     my_stack: u64,
 ) {
