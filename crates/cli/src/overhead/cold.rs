@@ -19,8 +19,8 @@ const WARMUP: usize = 5;
 const CALIBRATION: Duration = Duration::from_millis(20);
 
 // 64 KiB of `nop` and a `ret`, in its own section, called between pairs so that the code the
-// hooks ran last leaves the L1 instruction cache and most of L2. Other architectures skip the
-// code part (no `.rept` of a one-byte instruction there to rely on): only the data is evicted.
+// hooks ran last leaves the L1 instruction cache and most of L2. The block is written for x86_64
+// only: other architectures skip the code part, and only the data is evicted there.
 #[cfg(target_arch = "x86_64")]
 core::arch::global_asm!(
     ".pushsection .text.lockmeter_cold_code,\"ax\",@progbits",
