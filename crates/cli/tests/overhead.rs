@@ -19,26 +19,15 @@ use std::process::Command;
 const MODES: [&str; 4] =
     ["raw (no preload)", "hold timing off", "hold timing sample:16", "hold timing on"];
 
-/// `lockmeter overhead --rounds 1 --pairs 20000 --cold-pairs 20 --cold-mib 1 --contended real
-/// --contended-pairs 2000 -- EXE 4 2000` in `s`, with `path` as PATH.
+/// The small uncontended and cold measurements every run here makes.
+const SMALL: [&str; 6] = ["--pairs", "20000", "--cold-pairs", "20", "--cold-mib", "1"];
+
+/// `lockmeter overhead --rounds 1 SMALL --contended real --contended-pairs 2000 -- EXE 4 2000`
+/// in `s`, with `path` as PATH.
 fn overhead(s: &Scratch, exe: &Path, path: &str) -> Ran {
     let mut cmd = lockmeter_cmd(&s.dir);
-    cmd.env("PATH", path).args([
-        "overhead",
-        "--rounds",
-        "1",
-        "--pairs",
-        "20000",
-        "--cold-pairs",
-        "20",
-        "--cold-mib",
-        "1",
-        "--contended",
-        "real",
-        "--contended-pairs",
-        "2000",
-        "--",
-    ]);
+    cmd.env("PATH", path).args(["overhead", "--rounds", "1"]).args(SMALL);
+    cmd.args(["--contended", "real", "--contended-pairs", "2000", "--"]);
     cmd.arg(exe).args(["4", "2000"]);
     let child = spawn(&mut cmd);
     finish(format!("lockmeter overhead -- {} 4 2000", exe.display()), child, b"", RUN_LIMIT)
@@ -202,25 +191,13 @@ fn missing_or_failing_program_is_a_one_line_error() {
 }
 
 /// The cold pair's table (its title line, the column line and the rows) from `lockmeter
-/// overhead --rounds 2 --pairs 20000 --cold-pairs 20 --cold-mib 1 --contended none`: a row per
+/// overhead --rounds 2 SMALL --contended none`: a row per
 /// mode, each with a positive median inside its spread, and an added cost (a number) for the
 /// collector's modes; one progress line per round of each part.
 #[test]
 fn cold_pair_table_has_every_mode_with_numbers() {
     let s = Scratch::new("overhead-cold");
-    let args = [
-        "overhead",
-        "--rounds",
-        "2",
-        "--pairs",
-        "20000",
-        "--cold-pairs",
-        "20",
-        "--cold-mib",
-        "1",
-        "--contended",
-        "none",
-    ];
+    let args = [&["overhead", "--rounds", "2"][..], &SMALL, &["--contended", "none"]].concat();
     let ran = lockmeter(&s.dir, &args);
     ran.expect_code(0);
     let lines: Vec<&str> = ran.stdout.lines().collect();
@@ -291,19 +268,7 @@ fn cold_mib_0_skips_the_cold_pair() {
 #[test]
 fn json_has_the_cold_rows() {
     let s = Scratch::new("overhead-cold-json");
-    let args = [
-        "overhead",
-        "--json",
-        "--rounds",
-        "1",
-        "--pairs",
-        "20000",
-        "--cold-pairs",
-        "20",
-        "--cold-mib",
-        "1",
-    ];
-    let ran = lockmeter(&s.dir, &args);
+    let ran = lockmeter(&s.dir, &[&["overhead", "--json", "--rounds", "1"][..], &SMALL].concat());
     ran.expect_code(0);
     let v: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON");
     assert_eq!((&v["rounds"], &v["pairs"]), (&1.into(), &20000.into()), "{ran}");
