@@ -64,6 +64,8 @@ impl LiveHist {
             return;
         }
         let base = if state == 0 {
+            // The record's first value (once).
+            core::hint::cold_path();
             let base = b.saturating_sub(BELOW);
             self.w[3].store(w3 | ((base as u64 + 1) << 48), Relaxed);
             base

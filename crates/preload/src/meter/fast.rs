@@ -297,6 +297,7 @@ pub(super) fn end_top<const COST_REL: bool>(
     let p = unsafe { cx.private() };
     let Some(top) = p.held.get_mut(i) else { return r };
     if r != 0 {
+        core::hint::cold_path();
         // Put back: the lock is still held.
         top.addr = addr;
         return r;
