@@ -46,6 +46,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
+# The workspace's rust-version (Cargo.toml): the hooks use core::hint::cold_path (Rust 1.95).
+need_rust=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+have_rust=$(rustc --version 2>/dev/null | awk '{print $2}')
+if [ -n "$need_rust" ] && [ "$(printf '%s\n%s\n' "$need_rust" "${have_rust:-0}" | sort -V | head -1)" != "$need_rust" ]; then
+    echo "install: Rust ${have_rust:-(none)} is older than the $need_rust lockmeter needs: updating stable"
+    command -v rustup >/dev/null 2>&1 && rustup update stable \
+        || { echo "install: cannot update Rust: install $need_rust or later (rustup update stable)" >&2; exit 1; }
+fi
+
 if command -v rustup >/dev/null 2>&1; then
     for c in rustfmt clippy; do
         rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
