@@ -17,6 +17,21 @@ pub fn which(prog: &str) -> Result<PathBuf, ()> {
         .ok_or(())
 }
 
+/// The DOM of the page `html` once headless Chromium ran its scripts, or `None` when no Chromium
+/// is installed (`.ci/install.sh` installs Debian's `chromium`).
+pub fn rendered_dom(html: &Path) -> Option<String> {
+    let browser = ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|c| {
+        std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success())
+    })?;
+    let dom = std::process::Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"])
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("cannot run chromium");
+    Some(String::from_utf8_lossy(&dom.stdout).into_owned())
+}
+
 /// `lockmeter run -q OPTS -o OUT -- sysbench mutex ARGS --mutex-locks=PER run`, checked against
 /// sysbench's own count: each of its events takes PER locks of its mutex array, and sysbench's
 /// own few start-up locks (fewer than 1000) come on top; nothing dropped. `None`, with the reason

@@ -4,6 +4,16 @@
 use crate::common::*;
 use std::process::Command;
 
+/// Starts tmux session `t`, one 80x24 pane running shell command `sh`.
+fn new_pane(t: &str, sh: &str) {
+    let st = Command::new("tmux")
+        .args(["new-session", "-d", "-s", t, "-x", "80", "-y", "24", sh])
+        .env_remove("LD_PRELOAD")
+        .status()
+        .expect("tmux is needed for this test (.ci/install.sh installs it)");
+    assert!(st.success());
+}
+
 /// The text of tmux pane `t`.
 fn capture(t: &str) -> String {
     let out = Command::new("tmux").args(["capture-pane", "-p", "-t", t]).output().unwrap();
@@ -45,12 +55,7 @@ fn top_shows_the_hot_lock_in_80x24_refreshes_sorts_filters_and_quits() {
         out = out.display(),
         exe = exe.display(),
     );
-    let st = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &t, "-x", "80", "-y", "24", &sh])
-        .env_remove("LD_PRELOAD")
-        .status()
-        .expect("tmux is needed for this test (.ci/install.sh installs it)");
-    assert!(st.success());
+    new_pane(&t, &sh);
 
     // The hot lock, in a screen of 24 lines of at most 80 columns, with the keys' line.
     let first = wait_for(&t, "live.hot", |sc| sc.lines().any(|l| l.starts_with("live.hot")));
@@ -102,12 +107,7 @@ fn top_on_a_process_that_is_not_metered_says_so() {
         lib = preload().display(),
         bin = lockmeter_bin().display(),
     );
-    let st = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &t, "-x", "80", "-y", "24", &sh])
-        .env_remove("LD_PRELOAD")
-        .status()
-        .expect("tmux is needed for this test (.ci/install.sh installs it)");
-    assert!(st.success());
+    new_pane(&t, &sh);
     let screen = wait_for(&t, "TOP-EXIT", |sc| sc.contains("TOP-EXIT="));
     let _ = Command::new("tmux").args(["kill-session", "-t", &t]).status();
     let _ = sleeper.kill();
