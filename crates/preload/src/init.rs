@@ -197,7 +197,8 @@ fn calibrate_overhead() {
     STATE.store(state::READY, Release);
     let mut best_raw = u64::MAX;
     let mut best_metered = u64::MAX;
-    for _ in 0..5 {
+    let mut parts = [[0u64; 3]; 5];
+    for round in parts.iter_mut() {
         let t0 = clock::monotonic_ns();
         for _ in 0..N {
             // SAFETY: a valid, initialized, unshared mutex locked and unlocked by this thread.
@@ -224,6 +225,10 @@ fn calibrate_overhead() {
         let t2 = clock::monotonic_ns();
         best_raw = best_raw.min(t1 - t0);
         best_metered = best_metered.min(t2 - t1);
+        // Only this thread has a shard yet.
+        for sh in state::shards() {
+            *round = crate::cost::calibration_round(&sh.cost, state::ticks_to_ns);
+        }
     }
     STATE.store(state::UNINIT, Release);
     state::CALIBRATING.store(false, Relaxed);
@@ -240,8 +245,8 @@ fn calibrate_overhead() {
     }
     for sh in state::shards() {
         sh.clear_cpus();
-        crate::cost::end_calibration(&sh.cost, state::ticks_to_ns);
     }
+    crate::cost::end_calibration(&parts);
 }
 
 /// Measures what recording one call stack costs (unwinding from here, a realistic depth at

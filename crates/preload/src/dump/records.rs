@@ -429,7 +429,7 @@ fn cost_inputs(
     ns_per_pair: u64,
     parallel: f64,
 ) -> crate::cost::Inputs {
-    let mut sum = [0u64; 19];
+    let mut sum = [0u64; 20];
     for sh in state::shards() {
         let c = &sh.cost;
         let v = [
@@ -447,6 +447,7 @@ fn cost_inputs(
             c.rel_out_ticks.get(),
             c.acq_real_timed.get(),
             c.acq_real_ticks.get(),
+            c.acq_moved.get(),
             c.rel_real_timed.get(),
             c.rel_real_ticks.get(),
             c.slow.get(),
@@ -472,6 +473,7 @@ fn cost_inputs(
         rel_out_t,
         acq_real_n,
         acq_real_t,
+        acq_moved_n,
         rel_real_n,
         rel_real_t,
         slow,
@@ -492,6 +494,11 @@ fn cost_inputs(
         calib_out_ns: crate::cost::CALIB_OUT_PS.load(Relaxed) as f64 / 1000.0,
         out_ns: mean(acq_out_t, acq_out_n) + mean(rel_out_t, rel_out_n),
         calib_real_ns: crate::cost::CALIB_REAL_PS.load(Relaxed) as f64 / 1000.0,
+        moved_share: if acq_moved_n == 0 {
+            0.0
+        } else {
+            acq_moved_n as f64 / (acq_moved_n + acq_real_n) as f64
+        },
         real_ns: mean(acq_real_t, acq_real_n) + mean(rel_real_t, rel_real_n),
         slow_ns: (mean(slow_t, slow_n) * slow as f64) as u64,
         contended_ns: contended as u64,

@@ -107,6 +107,8 @@ fn lock_metered<const TIMED: bool>(
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
         let a0 = crate::cost::now_if(TIMED);
+        // Read before the acquisition is recorded (which makes this thread the last owner).
+        let moved = TIMED && moved_here(cx, &found);
         // A timed acquisition that the fast path would have taken but for this decision records
         // with the fast path's code: the cost estimate times the path most acquisitions take.
         let quick = match found {
@@ -125,7 +127,11 @@ fn lock_metered<const TIMED: bool>(
             if c.slow.get() == slow0 {
                 crate::cost::add(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
             }
-            crate::cost::add_out(&c.acq_real_timed, &c.acq_real_ticks, l1, a0);
+            if moved {
+                c.acq_moved.add(1);
+            } else {
+                crate::cost::add_out(&c.acq_real_timed, &c.acq_real_ticks, l1, a0);
+            }
         }
         if quick {
             // SAFETY: busy flag held.
@@ -135,6 +141,19 @@ fn lock_metered<const TIMED: bool>(
     } else {
         lock_not_taken(cx, r, addr, kind, mode, site, lock)
     }
+}
+
+/// Whether the lock of a timed acquisition was taken last by another thread (its record found),
+/// for the cost estimate: its line came from another CPU, metered or not. The slot keeps the
+/// last exclusive owner: a read acquisition counts as moved when another thread wrote last.
+#[inline(always)]
+fn moved_here(cx: &Cx, found: &Result<super::Found, super::Lost>) -> bool {
+    // SAFETY: busy flag held; the borrow ends here.
+    let me = unsafe { cx.private() }.owner;
+    found.as_ref().is_ok_and(|(_, slot, _)| {
+        let last = slot.last_owner.load(Relaxed);
+        last != 0 && last != me
+    })
 }
 
 /// [`lock_not_taken`], then leaves metering (`cx` by value: the fast path keeps it in registers).
