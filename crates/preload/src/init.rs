@@ -214,8 +214,8 @@ fn calibrate_overhead() {
                 LockKind::Mutex,
                 Mode::Exclusive,
                 site,
-                // SAFETY: as above.
-                || unsafe { crate::real::mutex_trylock(mp) },
+                // SAFETY: as above. (The hooks' own trylock, as the program's lock calls get.)
+                || unsafe { crate::hooks::mutex::mutex_trylock(mp) },
                 // SAFETY: as above.
                 || unsafe { crate::real::mutex_lock(mp) },
             );

@@ -4,7 +4,8 @@
  *   rec_lock (recursive): per iteration 2 locks + 1 trylock (nested, all succeed) -> 3N
  *   ec_lock (error-checking): per iteration 1 lock; relock EDEADLK, trylock EBUSY (a failed
  *     trylock), unlock by another thread EPERM, second unlock EPERM -> N acquisitions, N failures
- *   normal_lock: per iteration lock, trylock by owner EBUSY, unlock -> N, N failures
+ *   normal_lock: per iteration lock (glibc's owner and user count as without the preload),
+ *     trylock by owner EBUSY, unlock -> N, N failures
  *   robust_lock: a thread locks and exits holding it (1); main gets EOWNERDEAD (counted: the
  *     lock is acquired), makes it consistent, unlocks, locks again (1) -> 3
  *   dead_lock (robust, MODE notrecoverable): a thread locks and exits (1); main gets EOWNERDEAD
@@ -16,6 +17,8 @@
  *     -> 2N reads, N writes
  *   bad_lock (a mutex whose type field is garbage): lock and trylock -> EINVAL, 0 acquisitions */
 #include "e2e_common.h"
+#include <sys/syscall.h>
+#include <unistd.h>
 
 pthread_mutex_t rec_lock, ec_lock, robust_lock, dead_lock;
 pthread_mutex_t normal_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,10 +91,17 @@ int main(int argc, char **argv) {
     }
     printf("errorcheck ok\n");
 
+    /* What glibc records in a default mutex (the hooks take it with a trylock of their own):
+     * the holder's tid and one user while held, neither once released. */
+    int me = (int)syscall(SYS_gettid);
     for (long i = 0; i < n; i++) {
         OK(pthread_mutex_lock(&normal_lock));
+        EXPECT(normal_lock.__data.__owner, me);
+        EXPECT((int)normal_lock.__data.__nusers, 1);
         EXPECT(pthread_mutex_trylock(&normal_lock), EBUSY);
         OK(pthread_mutex_unlock(&normal_lock));
+        EXPECT(normal_lock.__data.__owner, 0);
+        EXPECT((int)normal_lock.__data.__nusers, 0);
     }
     printf("normal ok\n");
 

@@ -120,7 +120,7 @@ macro_rules! lock_trio {
 mod c11;
 mod cond;
 mod dl;
-mod mutex;
+pub(crate) mod mutex;
 mod process;
 mod rwlock;
 mod sem;

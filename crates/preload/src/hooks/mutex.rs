@@ -40,6 +40,51 @@ unsafe fn unlock_cannot_fail(m: *mut pthread_mutex_t) -> bool {
     kind == 0 || kind == 3
 }
 
+/// `pthread_mutex_trylock(m)` as glibc does it for a default mutex (`PTHREAD_MUTEX_TIMED_NP`:
+/// not robust, priority-inheriting or -protecting, process-shared nor elided), inline: the lock
+/// word read, 0 -> 1 by compare-and-swap, then the owner's tid and one user more recorded, as
+/// glibc's trylock and lock both record them (its unlock undoes them). Any other mutex, or a
+/// thread with no shard yet (no tid kept), goes to glibc's. Inline, because glibc's trylock
+/// dispatches on the type through a jump table and saves five registers: 5 ns of the metered
+/// pair on an Intel VM, where its lock + unlock takes 7.3 and its trylock + unlock 12.3.
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`.
+#[inline(always)]
+pub(crate) unsafe fn mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
+    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) } & UNLOCK_TYPE;
+    let tid = crate::state::thread_tid();
+    if kind != 0 || tid == 0 {
+        core::hint::cold_path();
+        // SAFETY: the caller's contract.
+        return unsafe { real::mutex_trylock(m) };
+    }
+    // SAFETY: __lock, the mutex's first int, is accessed atomically by glibc too.
+    let word = unsafe { &*(m as *const core::sync::atomic::AtomicI32) };
+    if word.load(core::sync::atomic::Ordering::Relaxed) != 0
+        || word
+            .compare_exchange(
+                0,
+                1,
+                core::sync::atomic::Ordering::Acquire,
+                core::sync::atomic::Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return libc::EBUSY;
+    }
+    // SAFETY: we hold the mutex now: __owner (offset 8) and __nusers (offset 12) are the
+    // holder's to write, as glibc's trylock writes them.
+    unsafe {
+        let owner = (m as *mut c_int).add(2);
+        let users = (m as *mut u32).add(3);
+        core::ptr::write_volatile(users, core::ptr::read_volatile(users).wrapping_add(1));
+        core::ptr::write_volatile(owner, tid as c_int);
+    }
+    0
+}
+
 /// A blocking mutex acquisition through `lock`: trylock first, except for robust mutexes (whose
 /// trylock has side effects), where contention is read from the lock word.
 ///
@@ -63,7 +108,7 @@ unsafe fn mutex_acquire(
         Mode::Exclusive,
         site,
         // SAFETY: as above.
-        move || unsafe { real::mutex_trylock(m) },
+        move || unsafe { mutex_trylock(m) },
         lock,
     )
 }

@@ -31,7 +31,7 @@ pub(crate) use shards::{
 };
 pub(crate) use tls::{
     Cx, Entered, Here, OWN_PENDING, enter, enter_quick, fork_pending, init_own, init_tls_offset,
-    leave, own_again, own_page, own_process, reset_thread, set_busy, unmetered,
+    leave, own_again, own_page, own_process, reset_thread, set_busy, thread_tid, unmetered,
 };
 
 use core::sync::atomic::{AtomicI32, AtomicIsize, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};

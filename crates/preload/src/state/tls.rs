@@ -84,6 +84,9 @@ pub(crate) struct Tls {
     pub(crate) busy: Cell<bool>,
     /// Set once this thread was refused a shard.
     pub(crate) refused: Cell<bool>,
+    /// The thread's kernel id once it has a shard (0 before): what glibc records as a mutex's
+    /// owner, for the hooks' own trylock of a default mutex (`hooks::mutex`).
+    pub(crate) tid: Cell<u32>,
 }
 
 // On x86_64 the block is a `.tbss` symbol reached through the initial-exec TLS model: one
@@ -184,6 +187,23 @@ impl Here {
         v != 0
     }
 
+    /// [`Tls::tid`].
+    #[inline(always)]
+    fn tid(self) -> u32 {
+        let v: u32;
+        // SAFETY: as in `shard`; `tid` is a `u32`.
+        unsafe {
+            core::arch::asm!(
+                "mov {v:e}, dword ptr fs:[{o} + {d}]",
+                v = out(reg) v,
+                o = in(reg) self.0,
+                d = const core::mem::offset_of!(Tls, tid),
+                options(nostack, pure, readonly, preserves_flags)
+            );
+        }
+        v
+    }
+
     /// Sets [`Tls::busy`].
     #[inline(always)]
     fn set_busy(self, b: bool) {
@@ -229,6 +249,10 @@ impl Here {
     #[inline(always)]
     fn busy(self) -> bool {
         self.block().busy.get()
+    }
+    #[inline(always)]
+    fn tid(self) -> u32 {
+        self.block().tid.get()
     }
     #[inline(always)]
     fn set_busy(self, b: bool) {
@@ -363,6 +387,8 @@ fn enter_slow(here: Here) -> Option<Cx> {
             return None;
         }
         t.shard.set(sp);
+        // SAFETY: shards are never unmapped; `set_thread` stored the tid on this thread.
+        t.tid.set(unsafe { &*sp }.tid.load(Relaxed));
     }
     t.busy.set(true);
     // SAFETY: shards are never unmapped.
@@ -384,6 +410,13 @@ pub(crate) fn unmetered(r: c_int) -> c_int {
     r
 }
 
+/// The calling thread's kernel id as its TLS block keeps it ([`Tls::tid`]), for a hook in
+/// metering (its block's line read already); 0 when the thread has no shard.
+#[inline(always)]
+pub(crate) fn thread_tid() -> u32 {
+    here().map_or(0, Here::tid)
+}
+
 /// Leaves metering.
 #[inline(always)]
 pub(crate) fn leave(cx: Cx) {
@@ -403,5 +436,6 @@ pub(crate) fn reset_thread() {
         t.shard.set(core::ptr::null());
         t.busy.set(false);
         t.refused.set(false);
+        t.tid.set(0);
     }
 }
