@@ -170,38 +170,34 @@ impl Here {
         v as *const Shard
     }
 
-    /// [`Tls::busy`].
+    /// The 4 bytes at `OFF` in the block, read `%fs`-relative.
     #[inline(always)]
-    fn busy(self) -> bool {
+    fn read32<const OFF: usize>(self) -> u32 {
+        const { assert!(OFF + 4 <= size_of::<Tls>()) };
         let v: u32;
-        // SAFETY: as in `shard`; `busy` is a `bool` (0 or 1).
-        unsafe {
-            core::arch::asm!(
-                "movzx {v:e}, byte ptr fs:[{o} + {d}]",
-                v = out(reg) v,
-                o = in(reg) self.0,
-                d = const core::mem::offset_of!(Tls, busy),
-                options(nostack, pure, readonly, preserves_flags)
-            );
-        }
-        v != 0
-    }
-
-    /// [`Tls::tid`].
-    #[inline(always)]
-    fn tid(self) -> u32 {
-        let v: u32;
-        // SAFETY: as in `shard`; `tid` is a `u32`.
+        // SAFETY: as in `shard`; the 4 bytes lie in the block (the assert above), any bits.
         unsafe {
             core::arch::asm!(
                 "mov {v:e}, dword ptr fs:[{o} + {d}]",
                 v = out(reg) v,
                 o = in(reg) self.0,
-                d = const core::mem::offset_of!(Tls, tid),
+                d = const OFF,
                 options(nostack, pure, readonly, preserves_flags)
             );
         }
         v
+    }
+
+    /// [`Tls::busy`] (its byte of the 4 read: a `bool`, 0 or 1).
+    #[inline(always)]
+    fn busy(self) -> bool {
+        self.read32::<{ core::mem::offset_of!(Tls, busy) }>() & 0xff != 0
+    }
+
+    /// [`Tls::tid`].
+    #[inline(always)]
+    fn tid(self) -> u32 {
+        self.read32::<{ core::mem::offset_of!(Tls, tid) }>()
     }
 
     /// Sets [`Tls::busy`].
@@ -282,7 +278,12 @@ pub(crate) fn tls() -> Option<&'static Tls> {
 #[cfg(not(target_arch = "x86_64"))]
 thread_local! {
     static TLS: Tls = const {
-        Tls { shard: Cell::new(core::ptr::null()), busy: Cell::new(false), refused: Cell::new(false) }
+        Tls {
+            shard: Cell::new(core::ptr::null()),
+            busy: Cell::new(false),
+            refused: Cell::new(false),
+            tid: Cell::new(0),
+        }
     };
 }
 /// This thread's TLS block.
