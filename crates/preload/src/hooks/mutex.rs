@@ -11,19 +11,29 @@ const ROBUST: c_int = 16;
 /// `FUTEX_TID_MASK`: the owner's tid in a robust mutex's lock word.
 const TID_MASK: u32 = 0x3fff_ffff;
 
-/// Whether `m` is a robust mutex (glibc layout: `__kind` is the `int` at offset 16 on x86_64 and
-/// aarch64).
+/// `m`'s `__kind` (glibc layout: the `int` at offset 16 on x86_64 and aarch64).
+///
+/// # Safety
+/// `m` points at an initialized `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn kind(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
+    unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) }
+}
+
+/// Whether `m` is a robust mutex.
 ///
 /// # Safety
 /// `m` points at an initialized `pthread_mutex_t`.
 #[inline(always)]
 unsafe fn is_robust(m: *mut pthread_mutex_t) -> bool {
-    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
-    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) };
+    // SAFETY: the caller's contract.
+    let kind = unsafe { kind(m) };
     kind & ROBUST != 0
 }
 
-/// glibc's `PTHREAD_MUTEX_KIND_MASK_NP | PTHREAD_MUTEX_ELISION_NP`: the type its unlock goes by.
+/// glibc's `PTHREAD_MUTEX_KIND_MASK_NP | PTHREAD_MUTEX_ELISION_NP`: the type its trylock and
+/// unlock go by.
 const UNLOCK_TYPE: c_int = 0x17f;
 
 /// Whether glibc's unlock of `m` cannot fail: a normal (`PTHREAD_MUTEX_TIMED_NP`) or adaptive
@@ -34,8 +44,8 @@ const UNLOCK_TYPE: c_int = 0x17f;
 /// `m` points at an initialized `pthread_mutex_t`.
 #[inline(always)]
 unsafe fn unlock_cannot_fail(m: *mut pthread_mutex_t) -> bool {
-    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
-    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) } & UNLOCK_TYPE;
+    // SAFETY: the caller's contract.
+    let kind = unsafe { kind(m) } & UNLOCK_TYPE;
     // PTHREAD_MUTEX_TIMED_NP (the default, = PTHREAD_MUTEX_NORMAL) and PTHREAD_MUTEX_ADAPTIVE_NP.
     kind == 0 || kind == 3
 }
@@ -52,10 +62,9 @@ unsafe fn unlock_cannot_fail(m: *mut pthread_mutex_t) -> bool {
 /// `m` points at an initialized `pthread_mutex_t`.
 #[inline(always)]
 pub(crate) unsafe fn mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: the caller passes an initialized mutex; __kind is at offset 16 (both 64-bit ABIs).
-    let kind = unsafe { core::ptr::read_volatile((m as *const c_int).add(4)) } & UNLOCK_TYPE;
     let tid = crate::state::thread_tid();
-    if kind != 0 || tid == 0 {
+    // SAFETY: the caller's contract.
+    if unsafe { kind(m) } & UNLOCK_TYPE != 0 || tid == 0 {
         core::hint::cold_path();
         // SAFETY: the caller's contract.
         return unsafe { real::mutex_trylock(m) };
