@@ -232,7 +232,11 @@ impl<N: Pool, P: Relax> Queue<N, P> {
                     break;
                 }
                 spins = spins.wrapping_add(1);
-                let pos = 1 + node.seq.load(Relaxed).wrapping_sub(self.head_seq.load(Relaxed));
+                let pos = node
+                    .seq
+                    .load(Relaxed)
+                    .wrapping_sub(self.head_seq.load(Relaxed))
+                    .wrapping_add(1);
                 if pos >= 2 && spins & steal_mask(pos) == 0 && self.locked.load(Relaxed) == 0 {
                     s.trylock();
                     if self.try_lock() {
