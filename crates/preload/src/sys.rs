@@ -169,6 +169,26 @@ fn rdpid_cpu() -> u32 {
     (v & 0xfff) as u32
 }
 
+/// Asks the CPU to bring the line at `p` into its caches without waiting for it: a hint, which
+/// never faults (an unmapped address is ignored), so `p` need not be valid. Unlike a load, it
+/// does not hold back a later `lock`-prefixed instruction on x86, so a miss on it overlaps with
+/// the trylock's.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` is in every x86_64 CPU (SSE); a prefetch never faults nor writes.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: `prfm` is a hint in every AArch64 CPU; it never faults nor writes.
+    unsafe {
+        core::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
 /// Finds glibc's rseq area from the addresses of glibc's `__rseq_offset` and `__rseq_size` (glibc
 /// >= 2.35 exports them; null when it does not).
 ///

@@ -180,10 +180,47 @@ pub(crate) fn lookup(
     }
 }
 
+/// [`lookup`], a line of the thread's lookup cache taken unchecked ([`cached_hit`]).
+#[inline(always)]
+pub(crate) fn lookup_unchecked(
+    cx: &Cx,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+) -> Result<Found, Lost> {
+    match cached_hit(cx, addr, mode, site) {
+        Some(f) => Ok(f),
+        None => lookup_miss(cx, addr, kind, mode, site),
+    }
+}
+
 /// [`lookup`] through the thread's lookup cache alone: `None` when it has no valid line for
 /// (lock, site, mode).
 #[inline(always)]
 pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Option<Found> {
+    cached_hit(cx, addr, mode, site).filter(current)
+}
+
+/// Whether the identity of a [`cached_hit`] is its slot's current one (no `*_init` or
+/// `*_destroy` at its address since the line was placed).
+#[inline(always)]
+pub(crate) fn current(found: &Found) -> bool {
+    let (_, slot, slot_gen) = found;
+    if slot.generation() != *slot_gen as u32 {
+        core::hint::cold_path();
+        return false;
+    }
+    true
+}
+
+/// The line of the thread's lookup cache for (lock, site, mode), unchecked: its slot's identity
+/// may have ended since (see [`current`]). Its record's and slot's lines are requested
+/// (prefetched) before anything reads them: a cold pair (a program whose own work evicted them
+/// between two lock calls, on many locks) then waits for one miss on them, overlapped with the
+/// lock word's, rather than for each in turn.
+#[inline(always)]
+pub(crate) fn cached_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Option<Found> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
     let site_mode = site | ((mode as usize) << 56);
@@ -195,16 +232,13 @@ pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Optio
         core::hint::cold_path();
         return None;
     }
-    let (idx, gen_) = ((c.slot_gen >> 32) as u32, c.slot_gen as u32);
     // SAFETY: a line is placed only with an index the registry gave (below its length), after
     // `slot_base` was set to the registry's first slot; slots are never unmapped.
-    let slot = unsafe { &*base.add(idx as usize) };
-    if slot.generation() != gen_ {
-        core::hint::cold_path();
-        return None;
-    }
-    // SAFETY: cached records live in the thread's table, never unmapped.
-    Some((unsafe { &(*c.entry).stats }, slot, c.slot_gen))
+    let slot = unsafe { base.add((c.slot_gen >> 32) as usize) };
+    crate::sys::prefetch(c.entry);
+    crate::sys::prefetch(slot);
+    // SAFETY: as above; cached records live in the thread's table, never unmapped.
+    Some(unsafe { (&(*c.entry).stats, &*slot, c.slot_gen) })
 }
 
 /// [`lookup`] when the thread's cache has no line for (lock, site, mode): through the registry

@@ -29,16 +29,41 @@ pub(crate) fn lock_with(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return lock_unmetered(lock) };
-    let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) else {
+    let Some(found) = fast::quiet_hit::<false>(&cx, addr, kind, mode, site) else {
         core::hint::cold_path();
         return lock_general(cx, addr, kind, mode, site, try_lock, lock);
     };
+    // The trylock before the identity's check: the locked instruction waits for every load
+    // before it, and the slot's line is one more miss on a cold pair.
     let r = try_lock();
     if r != 0 && r != libc::EOWNERDEAD {
         core::hint::cold_path();
         return not_taken_then_leave(cx, r, addr, kind, mode, site, lock);
     }
+    if !super::current(&found) {
+        return taken_stale(cx, r, addr, kind, mode, site, lock);
+    }
     fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
+    crate::state::leave(cx);
+    r
+}
+
+/// [`lock_with`] of an acquisition whose lock the trylock took (`r`) but whose cached line was
+/// stale: the lock was initialized or destroyed at its address since the line was placed (rare).
+/// The metered path records it, its trylock being the one already made (never timed: it would
+/// time nothing).
+#[cold]
+#[inline(never)]
+fn taken_stale(
+    cx: Cx,
+    r: c_int,
+    addr: usize,
+    kind: LockKind,
+    mode: Mode,
+    site: usize,
+    lock: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = lock_metered::<false>(&cx, addr, kind, mode, site, move || r, lock);
     crate::state::leave(cx);
     r
 }
@@ -101,12 +126,23 @@ fn lock_metered<const TIMED: bool>(
     // Lookups that missed the thread's cache are timed on their own (`cost::SlowLookup`).
     let slow0 = if TIMED { cx.shard.cost.slow.get() } else { 0 };
     // The record is found before the lock is taken: its cache misses stay out of the critical
-    // section (another thread may be waiting for it).
-    let found = lookup(cx, addr, kind, mode, site);
+    // section (another thread may be waiting for it). Timed, as the fast path does it (its
+    // identity checked after the trylock: `lock_with`).
+    let found = if TIMED {
+        super::lookup_unchecked(cx, addr, kind, mode, site)
+    } else {
+        lookup(cx, addr, kind, mode, site)
+    };
     let l1 = crate::cost::now_if(TIMED);
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
         let a0 = crate::cost::now_if(TIMED);
+        // A stale line (rare): the record found again, inside the critical section; that
+        // lookup is timed on its own, so this acquisition's part inside is not.
+        let (found, stale) = match found {
+            Ok(f) if TIMED && !super::current(&f) => (lookup(cx, addr, kind, mode, site), true),
+            found => (found, false),
+        };
         // Read before the acquisition is recorded (which makes this thread the last owner).
         let moved = TIMED && moved_here(cx, &found);
         // A timed acquisition that the fast path would have taken but for this decision records
@@ -123,7 +159,9 @@ fn lock_metered<const TIMED: bool>(
         };
         if TIMED {
             let c = &cx.shard.cost;
-            crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, crate::cost::edge_if(true));
+            if !stale {
+                crate::cost::add(&c.acq_timed, &c.acq_ticks, a0, crate::cost::edge_if(true));
+            }
             if c.slow.get() == slow0 {
                 crate::cost::add(&c.acq_out_timed, &c.acq_out_ticks, l0, l1);
             }
@@ -276,7 +314,7 @@ pub(crate) fn trylock_with(
     try_lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let Some(cx) = crate::state::enter() else { return crate::state::unmetered(try_lock()) };
-    if let Some(found) = fast::quiet_hit(&cx, addr, kind, mode, site) {
+    if let Some(found) = fast::quiet_hit::<true>(&cx, addr, kind, mode, site) {
         let r = try_lock();
         if r == 0 || r == libc::EOWNERDEAD {
             fast::acquired_fast::<true>(&cx, found, addr, kind, mode, site);
