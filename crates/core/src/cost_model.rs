@@ -19,7 +19,9 @@
 //!    of it is item 2). Plus the contended path (measured) and the
 //!    lookups that missed the thread's lookup cache (every one timed: mostly each record's first
 //!    use, its stack and the memory it faults in, which the sampled intervals leave out; the few
-//!    that fell in a sampled interval count twice). That is `hooks`, CPU time summed over
+//!    that fell in a sampled interval count twice), and the hooks of lock initializations and
+//!    destructions (one in 61 timed, all counted: a program that makes and destroys a million
+//!    locks pays them as much as its lock calls). That is `hooks`, CPU time summed over
 //!    threads.
 //! 2. **The contention the collector caused.** The hooks' work inside critical sections makes
 //!    them longer, so more threads find their lock held, sleep in the kernel and are woken: the
@@ -99,6 +101,10 @@ pub struct Inputs {
     pub contended_ns: u64,
     /// Time of the lookups that missed the threads' lookup caches (first uses included).
     pub slow_ns: u64,
+    /// Time of the hooks of lock initializations and destructions (a new identity and its
+    /// class; an ended one's slot retired), the program's own `*_init` and `*_destroy` calls
+    /// left out.
+    pub life_ns: u64,
     /// The process's CPU time over the run, all threads (0: not measured).
     pub cpu_ns: u64,
     /// Of it, the system time (the kernel's work for the process; 0: not measured).
@@ -173,7 +179,8 @@ fn pair_as_paid(i: &Inputs) -> (f64, f64) {
 /// The estimate (see the module's comment).
 pub fn estimate(i: &Inputs) -> Estimate {
     let (pair, cs) = pair_as_paid(i);
-    let hooks = i.acquisitions as f64 * pair + i.contended_ns as f64 + i.slow_ns as f64;
+    let hooks =
+        i.acquisitions as f64 * pair + i.contended_ns as f64 + i.slow_ns as f64 + i.life_ns as f64;
     let serial = (i.wanted_holds as f64 * cs).min(hooks);
     // The collector's share of the critical sections' time, and of the kernel's lock work. The
     // measured hold holds part of the hooks' own work inside (between its clock reads): the
@@ -300,10 +307,12 @@ mod tests {
     }
 
     #[test]
-    fn hooks_count_pairs_the_contended_path_and_slow_lookups() {
+    fn hooks_count_pairs_the_contended_path_slow_lookups_and_lifetimes() {
         let i = Inputs { contended_ns: 5_000_000, slow_ns: 2_000_000, ..base() };
         // 100 ms of pairs, 5 ms contended, 2 ms of slow lookups.
         assert_eq!(estimate(&i).hooks_ns, 107_000_000);
+        // And 3 ms of lock initializations and destructions.
+        assert_eq!(estimate(&Inputs { life_ns: 3_000_000, ..i }).hooks_ns, 110_000_000);
         assert_eq!(estimate(&i).contended_ns, 5_000_000);
     }
 
@@ -412,6 +421,7 @@ mod tests {
             real_ns: 19.593,
             contended_ns: 53_029_052,
             slow_ns: 32_220,
+            life_ns: 0,
             cpu_ns: 184_168_021,
             sys_ns: 0,
             hold_ns: 11.724,
@@ -440,6 +450,7 @@ mod tests {
             moved_share: 33_749.0 / 65_556.0,
             contended_ns: 4_434_660,
             slow_ns: 34_577_073,
+            life_ns: 0,
             cpu_ns: 934_621_738,
             sys_ns: 10_158_931,
             hold_ns: 0.0,

@@ -9,6 +9,7 @@
 //!   and the real trylock and unlock between them; the hook's first and last reads are ordered
 //!   ([`edge_if`]), so that the parts add up to the whole;
 //! - every lookup that missed the thread's lookup cache ([`SlowLookup`]: first uses);
+//! - one lock initialization or destruction in [`SAMPLE`] ([`Lifetime`]), all counted;
 //! - the contended path: gathering a waiter's side (its stack) before it blocks, always timed (it
 //!   waits anyway), and the holder's side after releasing a wanted lock, timed one time in
 //!   [`SAMPLE`] and counted every time;
@@ -73,6 +74,13 @@ pub(crate) struct CostCounters {
     pub(crate) slow: Counter,
     pub(crate) slow_timed: Counter,
     pub(crate) slow_ticks: Counter,
+    /// Lock initializations and destructions the collector metered (`hooks::begin`, `end`: a
+    /// new identity and its class, an ended one's slot retired), one in [`SAMPLE`] timed (see
+    /// [`Lifetime`]), and the timed ones' ticks. A program that makes and destroys millions of
+    /// locks pays them as much as its lock calls.
+    pub(crate) life: Counter,
+    pub(crate) life_timed: Counter,
+    pub(crate) life_ticks: Counter,
 }
 
 /// Whether to time this one: true one time in [`SAMPLE`] of `counter` (counted down: no
@@ -102,6 +110,37 @@ impl Drop for SlowLookup<'_> {
         let c = self.counters;
         c.slow.add(1);
         add(&c.slow_timed, &c.slow_ticks, self.t0, clock::now());
+    }
+}
+
+/// Counts a lock's initialization or destruction metered by the calling thread (its shard's
+/// `cx`) and times one in [`SAMPLE`] of them: added to `life_timed` and `life_ticks` when dropped
+/// (unless the thread was preempted inside it: see [`MAX_TICKS`]). The real `*_init` or
+/// `*_destroy` call is the program's, outside it.
+pub(crate) struct Lifetime<'a> {
+    counters: &'a CostCounters,
+    t0: u64,
+}
+
+impl<'a> Lifetime<'a> {
+    /// Starts counting (and maybe timing) the hook's work in the thread of `cx`.
+    #[inline(always)]
+    pub(crate) fn start(cx: &'a crate::state::Cx) -> Self {
+        let counters = &cx.shard.cost;
+        counters.life.add(1);
+        // SAFETY: busy flag held (the caller entered metering); the borrow ends here.
+        let timed = sample(&mut unsafe { cx.private() }.cost_life);
+        Lifetime { counters, t0: now_if(timed) }
+    }
+}
+
+impl Drop for Lifetime<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.t0 != 0 {
+            let c = self.counters;
+            add(&c.life_timed, &c.life_ticks, self.t0, clock::now());
+        }
     }
 }
 

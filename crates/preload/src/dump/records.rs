@@ -429,7 +429,7 @@ fn cost_inputs(
     ns_per_pair: u64,
     parallel: f64,
 ) -> crate::cost::Inputs {
-    let mut sum = [0u64; 20];
+    let mut sum = [0u64; 23];
     for sh in state::shards() {
         let c = &sh.cost;
         let v = [
@@ -453,6 +453,9 @@ fn cost_inputs(
             c.slow.get(),
             c.slow_timed.get(),
             c.slow_ticks.get(),
+            c.life.get(),
+            c.life_timed.get(),
+            c.life_ticks.get(),
         ];
         for (s, x) in sum.iter_mut().zip(v) {
             *s = s.saturating_add(x);
@@ -479,6 +482,9 @@ fn cost_inputs(
         slow,
         slow_n,
         slow_t,
+        life,
+        life_n,
+        life_t,
     ] = sum;
     let ns = |t: u64| state::ticks_to_ns(t) as f64;
     let mean = |t: u64, n: u64| if n == 0 { 0.0 } else { ns(t) / n as f64 };
@@ -501,6 +507,7 @@ fn cost_inputs(
         },
         real_ns: mean(acq_real_t, acq_real_n) + mean(rel_real_t, rel_real_n),
         slow_ns: (mean(slow_t, slow_n) * slow as f64) as u64,
+        life_ns: (mean(life_t, life_n) * life as f64) as u64,
         contended_ns: contended as u64,
         cpu_ns,
         sys_ns: 0,

@@ -132,6 +132,7 @@ mod wait;
 /// Bounded and lock-free: a class table probe (one CAS for a new class) and a registry lookup.
 fn begin(addr: usize, kind: LockKind, site: usize) {
     if let Some(cx) = enter() {
+        let timing = crate::cost::Lifetime::start(&cx);
         if let Some(r) = crate::state::registry() {
             let class = crate::classes::CLASSES.intern(
                 site as u64,
@@ -141,6 +142,7 @@ fn begin(addr: usize, kind: LockKind, site: usize) {
             );
             crate::classes::CLASSES.ended(r.begin(addr as u64, kind, class));
         }
+        drop(timing);
         leave(cx);
     }
 }
@@ -150,9 +152,11 @@ fn begin(addr: usize, kind: LockKind, site: usize) {
 /// table, are folded into its class by their threads or when the profile is written.
 fn end(addr: usize) {
     if let Some(cx) = enter() {
+        let timing = crate::cost::Lifetime::start(&cx);
         if let Some(r) = crate::state::registry() {
             crate::classes::CLASSES.ended(r.retire(addr as u64));
         }
+        drop(timing);
         leave(cx);
     }
 }

@@ -116,6 +116,8 @@ pub(crate) struct Private {
     pub(crate) cpu_last: AtomicU32,
     pub(crate) cpu_pending: AtomicU64,
     pub(crate) cost_holding: u32,
+    /// The cost estimate's countdown of lock initializations and destructions (`cost::Lifetime`).
+    pub(crate) cost_life: u32,
     pub(crate) cond_site: usize,
     pub(crate) cond_t0: u64,
     pub(crate) cond_wanted: bool,
