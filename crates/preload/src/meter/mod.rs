@@ -165,31 +165,20 @@ fn lost(cx: &Cx, why: Lost) {
 
 /// The record and registry slot for (lock, site, mode), through the thread's lookup cache (one
 /// probe of a thread-private line; the registry and the record table only when it misses), and
-/// the slot's index and generation (see [`Found`]). Counts nothing when it finds none (see [`Lost`]).
+/// the slot's index and generation (see [`Found`]). Counts nothing when it finds none (see
+/// [`Lost`]). Without `CURRENT`, a line of the cache is taken unchecked ([`cached_hit`]: the
+/// caller checks it, [`current`]).
 #[inline(always)]
-pub(crate) fn lookup(
+pub(crate) fn lookup<const CURRENT: bool>(
     cx: &Cx,
     addr: usize,
     kind: LockKind,
     mode: Mode,
     site: usize,
 ) -> Result<Found, Lost> {
-    match lookup_hit(cx, addr, mode, site) {
-        Some(f) => Ok(f),
-        None => lookup_miss(cx, addr, kind, mode, site),
-    }
-}
-
-/// [`lookup`], a line of the thread's lookup cache taken unchecked ([`cached_hit`]).
-#[inline(always)]
-pub(crate) fn lookup_unchecked(
-    cx: &Cx,
-    addr: usize,
-    kind: LockKind,
-    mode: Mode,
-    site: usize,
-) -> Result<Found, Lost> {
-    match cached_hit(cx, addr, mode, site) {
+    let hit =
+        if CURRENT { lookup_hit(cx, addr, mode, site) } else { cached_hit(cx, addr, mode, site) };
+    match hit {
         Some(f) => Ok(f),
         None => lookup_miss(cx, addr, kind, mode, site),
     }
@@ -351,7 +340,7 @@ pub(crate) fn acquired(
     how: How,
     who: Option<&Contention>,
 ) {
-    let found = lookup(cx, addr, kind, mode, site);
+    let found = lookup::<true>(cx, addr, kind, mode, site);
     acquired_found(cx, found, addr, kind, mode, site, how, who);
 }
 
@@ -580,7 +569,7 @@ fn push_held(cx: &Cx, h: Held, kind: LockKind) {
 /// Records a failed trylock (EBUSY) or a timed-out timed lock.
 #[inline]
 pub(crate) fn try_failed(cx: &Cx, addr: usize, kind: LockKind, mode: Mode, site: usize) {
-    let found = lookup(cx, addr, kind, mode, site);
+    let found = lookup::<true>(cx, addr, kind, mode, site);
     try_failed_found(cx, found);
 }
 

@@ -38,32 +38,12 @@ pub(crate) fn lock_with(
     let r = try_lock();
     if r != 0 && r != libc::EOWNERDEAD {
         core::hint::cold_path();
-        return not_taken_then_leave(cx, r, addr, kind, mode, site, lock);
+        return after_trylock_then_leave::<false>(cx, r, addr, kind, mode, site, lock);
     }
     if !super::current(&found) {
-        return taken_stale(cx, r, addr, kind, mode, site, lock);
+        return after_trylock_then_leave::<true>(cx, r, addr, kind, mode, site, lock);
     }
     fast::acquired_fast::<false>(&cx, found, addr, kind, mode, site);
-    crate::state::leave(cx);
-    r
-}
-
-/// [`lock_with`] of an acquisition whose lock the trylock took (`r`) but whose cached line was
-/// stale: the lock was initialized or destroyed at its address since the line was placed (rare).
-/// The metered path records it, its trylock being the one already made (never timed: it would
-/// time nothing).
-#[cold]
-#[inline(never)]
-fn taken_stale(
-    cx: Cx,
-    r: c_int,
-    addr: usize,
-    kind: LockKind,
-    mode: Mode,
-    site: usize,
-    lock: impl FnOnce() -> c_int,
-) -> c_int {
-    let r = lock_metered::<false>(&cx, addr, kind, mode, site, move || r, lock);
     crate::state::leave(cx);
     r
 }
@@ -129,9 +109,9 @@ fn lock_metered<const TIMED: bool>(
     // section (another thread may be waiting for it). Timed, as the fast path does it (its
     // identity checked after the trylock: `lock_with`).
     let found = if TIMED {
-        super::lookup_unchecked(cx, addr, kind, mode, site)
+        lookup::<false>(cx, addr, kind, mode, site)
     } else {
-        lookup(cx, addr, kind, mode, site)
+        lookup::<true>(cx, addr, kind, mode, site)
     };
     let l1 = crate::cost::now_if(TIMED);
     let r = try_lock();
@@ -140,7 +120,9 @@ fn lock_metered<const TIMED: bool>(
         // A stale line (rare): the record found again, inside the critical section; that
         // lookup is timed on its own, so this acquisition's part inside is not.
         let (found, stale) = match found {
-            Ok(f) if TIMED && !super::current(&f) => (lookup(cx, addr, kind, mode, site), true),
+            Ok(f) if TIMED && !super::current(&f) => {
+                (lookup::<true>(cx, addr, kind, mode, site), true)
+            }
             found => (found, false),
         };
         // Read before the acquisition is recorded (which makes this thread the last owner).
@@ -194,9 +176,13 @@ fn moved_here(cx: &Cx, found: &Result<super::Found, super::Lost>) -> bool {
     })
 }
 
-/// [`lock_not_taken`], then leaves metering (`cx` by value: the fast path keeps it in registers).
+/// What [`lock_with`]'s fast path does after a trylock that answered `r`, then leaves metering
+/// (`cx` by value: the fast path keeps it in registers). `TAKEN`: the trylock took the lock but
+/// the cached line was stale (the lock was initialized or destroyed at its address since the
+/// line was placed: rare), and the metered path records the acquisition, its trylock being the
+/// one already made (never timed: it would time nothing). Else [`lock_not_taken`].
 #[inline(never)]
-fn not_taken_then_leave(
+fn after_trylock_then_leave<const TAKEN: bool>(
     cx: Cx,
     r: c_int,
     addr: usize,
@@ -205,7 +191,11 @@ fn not_taken_then_leave(
     site: usize,
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
-    let r = lock_not_taken(&cx, r, addr, kind, mode, site, lock);
+    let r = if TAKEN {
+        lock_metered::<false>(&cx, addr, kind, mode, site, move || r, lock)
+    } else {
+        lock_not_taken(&cx, r, addr, kind, mode, site, lock)
+    };
     crate::state::leave(cx);
     r
 }
@@ -324,7 +314,7 @@ pub(crate) fn trylock_with(
         crate::state::leave(cx);
         return r;
     }
-    let found = lookup(&cx, addr, kind, mode, site);
+    let found = lookup::<true>(&cx, addr, kind, mode, site);
     let r = try_lock();
     if r == 0 || r == libc::EOWNERDEAD {
         acquired_found(&cx, found, addr, kind, mode, site, How::Immediate, None);
