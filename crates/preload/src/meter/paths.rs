@@ -192,6 +192,9 @@ fn after_trylock_then_leave<const TAKEN: bool>(
     lock: impl FnOnce() -> c_int,
 ) -> c_int {
     let r = if TAKEN {
+        // Its decision made as the general path makes it (every countdown moves exactly: see
+        // `record::refill`), the timing left out.
+        let _ = acq_cost_sample(&cx);
         lock_metered::<false>(&cx, addr, kind, mode, site, move || r, lock)
     } else {
         lock_not_taken(&cx, r, addr, kind, mode, site, lock)
