@@ -6,7 +6,7 @@
 //! estimate times (`cost::SAMPLE`) run this same code when they could have taken the fast path
 //! but for being timed, so that the estimate measures the path most calls take.
 
-use super::{Found, cached_hit, lookup_hit, publish_holder, push_held};
+use super::{Found, lookup_hit, publish_holder, push_held};
 use crate::state::{CFG, Cx, Held, Private, ticks_to_ns};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering::Relaxed;
@@ -15,7 +15,7 @@ use lockmeter_core::{LockKind, Mode};
 
 /// The record and slot of an acquisition that may take the fast path (the caller entered
 /// metering): not a semaphore, quiet, and a lookup-cache hit. `None`: the general path.
-/// `CURRENT`: the identity checked current ([`current`]); without, the caller checks it.
+/// `CURRENT`: as for [`lookup_hit`].
 #[inline(always)]
 pub(super) fn quiet_hit<const CURRENT: bool>(
     cx: &Cx,
@@ -28,7 +28,7 @@ pub(super) fn quiet_hit<const CURRENT: bool>(
     if kind == LockKind::Semaphore || unsafe { cx.private() }.quiet == 0 {
         return None;
     }
-    if CURRENT { lookup_hit(cx, addr, mode, site) } else { cached_hit(cx, addr, mode, site) }
+    lookup_hit::<CURRENT>(cx, addr, mode, site)
 }
 
 /// Records an acquisition taken at once whose record and slot [`quiet_hit`] gave: what

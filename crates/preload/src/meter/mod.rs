@@ -166,8 +166,7 @@ fn lost(cx: &Cx, why: Lost) {
 /// The record and registry slot for (lock, site, mode), through the thread's lookup cache (one
 /// probe of a thread-private line; the registry and the record table only when it misses), and
 /// the slot's index and generation (see [`Found`]). Counts nothing when it finds none (see
-/// [`Lost`]). Without `CURRENT`, a line of the cache is taken unchecked ([`cached_hit`]: the
-/// caller checks it, [`current`]).
+/// [`Lost`]). Without `CURRENT`, a line of the cache is taken unchecked (see [`lookup_hit`]).
 #[inline(always)]
 pub(crate) fn lookup<const CURRENT: bool>(
     cx: &Cx,
@@ -176,19 +175,24 @@ pub(crate) fn lookup<const CURRENT: bool>(
     mode: Mode,
     site: usize,
 ) -> Result<Found, Lost> {
-    let hit =
-        if CURRENT { lookup_hit(cx, addr, mode, site) } else { cached_hit(cx, addr, mode, site) };
-    match hit {
+    match lookup_hit::<CURRENT>(cx, addr, mode, site) {
         Some(f) => Ok(f),
         None => lookup_miss(cx, addr, kind, mode, site),
     }
 }
 
-/// [`lookup`] through the thread's lookup cache alone: `None` when it has no valid line for
-/// (lock, site, mode).
+/// [`lookup`] through the thread's lookup cache alone: `None` when it has no line for (lock,
+/// site, mode), or, with `CURRENT`, only a stale one (see [`current`]; without, the caller
+/// checks it).
 #[inline(always)]
-pub(crate) fn lookup_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Option<Found> {
-    cached_hit(cx, addr, mode, site).filter(current)
+pub(crate) fn lookup_hit<const CURRENT: bool>(
+    cx: &Cx,
+    addr: usize,
+    mode: Mode,
+    site: usize,
+) -> Option<Found> {
+    let hit = cached_hit(cx, addr, mode, site);
+    if CURRENT { hit.filter(current) } else { hit }
 }
 
 /// Whether the identity of a [`cached_hit`] is its slot's current one (no `*_init` or
@@ -209,7 +213,7 @@ pub(crate) fn current(found: &Found) -> bool {
 /// between two lock calls, on many locks) then waits for one miss on them, overlapped with the
 /// lock word's, rather than for each in turn.
 #[inline(always)]
-pub(crate) fn cached_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Option<Found> {
+fn cached_hit(cx: &Cx, addr: usize, mode: Mode, site: usize) -> Option<Found> {
     // SAFETY: we hold the busy flag (we are inside `enter`/`leave`); no other `&mut Private`.
     let p = unsafe { cx.private() };
     let site_mode = site | ((mode as usize) << 56);

@@ -43,7 +43,7 @@ fn sem_quiet_hit(cx: &Cx, addr: usize, site: usize) -> Option<(Found, bool)> {
     if !quiet && (CFG.hold_every.load(Relaxed) >= 2 || CFG.stack_sample.load(Relaxed) != 0) {
         return None;
     }
-    lookup_hit(cx, addr, Mode::Exclusive, site).map(|f| (f, quiet))
+    lookup_hit::<true>(cx, addr, Mode::Exclusive, site).map(|f| (f, quiet))
 }
 
 /// Records a semaphore acquisition taken at once whose record and slot [`sem_quiet_hit`] gave
